@@ -1,0 +1,32 @@
+# The README's two commands: `make lab` and `make test`. Both create .venv (once) with the course installed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.gpucourse-installed
+PYTEST_ARGS ?=
+
+.PHONY: lab test install regenerate gpu-suite clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/bootstrap.py
+	$(PYTHON) scripts/bootstrap.py --venv $(VENV)
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --nbval-current-env -p no:cacheprovider \
+		tests notebooks solutions exercises $(PYTEST_ARGS)
+
+# Rebuild exercises/ from solutions/ (run after editing a solution workbook).
+regenerate: $(STAMP)
+	$(BIN)/python -m gpucourse.workbooks
+
+# On a machine with an NVIDIA GPU: gpu tests, every notebook executed, benchmarks; results under benchmarks/results/.
+gpu-suite: $(STAMP)
+	$(BIN)/python benchmarks/gpu_suite.py
+
+clean:
+	rm -rf $(VENV)

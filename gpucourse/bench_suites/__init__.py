@@ -1,0 +1,1 @@
+"""One module per lesson, each registering its benchmarks with ``gpucourse.benchmarks.register``."""

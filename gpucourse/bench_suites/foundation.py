@@ -1,0 +1,59 @@
+"""The device's ceilings, and proof that gpucourse.timing.bench agrees with triton.testing.do_bench."""
+from __future__ import annotations
+
+import statistics
+
+from ..benchmarks import register, target
+from ..timing import bench
+
+
+def _cv(xs) -> float:
+    return statistics.stdev(xs) / statistics.mean(xs)
+
+
+def _agreement(fn, label: str, **decl) -> dict:
+    import triton.testing
+
+    ours = [bench(fn, name=label, **decl) for _ in range(5)]
+    theirs = [triton.testing.do_bench(fn, return_mode="median") for _ in range(5)]
+    ours_ms = [r.median_ms for r in ours]
+    med_ours, med_theirs = statistics.median(ours_ms), statistics.median(theirs)
+    best = min(ours, key=lambda r: abs(r.median_ms - med_ours))
+    return {"bench_ms": ours_ms, "do_bench_ms": theirs, "bench_median_ms": med_ours, "do_bench_median_ms": med_theirs,
+            "ratio": med_ours / med_theirs, "cv_of_5": _cv(ours_ms), "gbps": best.gbps, "tflops": best.tflops,
+            "pct_of_peak_bw": best.pct_of_peak_bw, "pct_of_peak_flops": best.pct_of_peak_flops,
+            "warnings": best.warnings}
+
+
+@register("timing_agreement", lesson="00")
+def timing_agreement() -> dict:
+    import torch
+
+    n = 2**28  # 1 GiB of fp32 per buffer
+    x = torch.empty(n, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    copy = _agreement(lambda: y.copy_(x), "copy 1 GiB", bytes=2 * n * 4)
+    del x, y
+    m = 8192
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    mm = _agreement(lambda: torch.matmul(a, b), "matmul bf16 8192³", flops=2 * m**3, dtype=torch.bfloat16)
+    return {
+        "copy": copy, "matmul_bf16": mm,
+        "targets": [
+            target("copy: |bench/do_bench - 1|", abs(copy["ratio"] - 1), 0.03, "<="),
+            target("matmul: |bench/do_bench - 1|", abs(mm["ratio"] - 1), 0.03, "<="),
+            target("copy: CV over 5 repeats", copy["cv_of_5"], 0.02, "<="),
+            target("matmul: CV over 5 repeats", mm["cv_of_5"], 0.02, "<="),
+            target("copy: fraction of datasheet bandwidth", (copy["pct_of_peak_bw"] or 0) / 100, 1.0, "<="),
+            target("matmul: fraction of datasheet bf16 peak", (mm["pct_of_peak_flops"] or 0) / 100, 1.0, "<="),
+        ],
+    }
+
+
+@register("ceilings", lesson="00")
+def ceilings() -> dict:
+    """What `gpucourse doctor --measure` reports: measured copy bandwidth and matmul rate vs the datasheet."""
+    from ..doctor import measure
+
+    return measure()

@@ -1,0 +1,247 @@
+"""`gpucourse doctor`: what this machine is, what the course can do on it, and what to fix."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+from . import device, env, specs
+
+# Lessons and what they need to run fully. "needs" are checked by _limits() below.
+LESSONS = [
+    ("00", "start here", []),
+    ("01", "CPU vs GPU timing", ["gpu"]),
+    ("02", "the asynchronous pipeline", ["gpu"]),
+    ("03", "memory hierarchy and roofline", ["gpu", "triton"]),
+    ("04", "CUDA reduction (load_inline)", ["gpu", "nvcc", "ninja"]),
+    ("05", "Triton kernels", ["gpu", "triton", "bf16"]),
+    ("06", "tensor cores", ["gpu", "tf32", "bf16", "fp8"]),
+    ("07", "quantization", ["gpu", "triton"]),
+    ("08", "FlashAttention's online softmax", ["gpu", "triton", "bf16"]),
+]
+
+_WHY = {
+    "gpu": "no CUDA GPU: runs in CPU mode (Triton interpreter, small sizes, no timings)",
+    "triton": "Triton is not installed: Triton kernels cannot run",
+    "nvcc": "nvcc not found: CUDA sources cannot be compiled (install the CUDA toolkit)",
+    "ninja": "ninja not found: torch.utils.cpp_extension cannot build (pip install ninja)",
+    "bf16": "no bf16 tensor cores (needs sm80+): bf16 parts run emulated/slow or are skipped",
+    "tf32": "no TF32 tensor cores (needs sm80+): the TF32 comparison is skipped",
+    "fp8": "no fp8 tensor cores (needs sm89+): the FP8 section is skipped",
+}
+
+
+def tool_version(name: str) -> str | None:
+    """First line that names a version in ``name --version``, or None when the tool is not on PATH."""
+    path = shutil.which(name)
+    if not path:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return f"found at {path} (version unknown)"
+    text = (out.stdout + out.stderr).strip()
+    m = re.search(r"release (\d+\.\d+)", text)  # nvcc: "Cuda compilation tools, release 13.0, V13.0.48"
+    if m:
+        return m.group(1)
+    return text.splitlines()[-1].strip() if text else f"found at {path}"
+
+
+def facts() -> dict:
+    """Everything the doctor's report and its warnings are computed from (JSON-serialisable)."""
+    import torch
+
+    v = env.versions()
+    p = device.props()
+    caps = device.capabilities(p)
+    spec = specs.lookup(p.name) if p else None
+    f = dict(v)
+    f.update({
+        "colab": device.in_colab(),
+        "nvcc": tool_version("nvcc"),
+        "ninja": tool_version("ninja"),
+        "nvidia_smi": shutil.which("nvidia-smi") is not None,
+        "driver_cuda": _driver_cuda_version(),
+        "cuda_available": bool(torch.cuda.is_available()),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET"),
+        "torch_wants_triton": _torch_pinned_triton(),
+        "sm_count": p.sm_count if p else None,
+        "memory_gib": round(p.total_memory / 2**30, 1) if p else None,
+        "l2_mib": round(p.l2_bytes / 2**20, 1) if p else None,
+        "capabilities": caps.__dict__ if caps else None,
+        "spec": spec.key if spec else None,
+    })
+    return f
+
+
+def _driver_cuda_version() -> str | None:
+    """The highest CUDA version the installed driver supports, as nvidia-smi prints it."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"CUDA Version:\s*([\d.]+)", out)
+    return m.group(1) if m else None
+
+
+def _torch_pinned_triton() -> str | None:
+    import importlib.metadata
+
+    try:
+        reqs = importlib.metadata.requires("torch") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for r in reqs:
+        m = re.match(r"triton\s*==\s*([\w.+]+)", r)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _vtuple(s: str | None) -> tuple:
+    if not s:
+        return ()
+    return tuple(int(x) for x in re.findall(r"\d+", s.split("+")[0])[:3])
+
+
+def warnings(f: dict) -> list:
+    """Known-bad combinations, each as 'problem. Fix: ...'. Pure function of facts() so it can be unit-tested."""
+    out = []
+    if f.get("nvidia_smi") and not f.get("torch_cuda"):
+        out.append("An NVIDIA driver is present but torch is a CPU-only build, so the course runs in CPU mode. "
+                   "Fix: pip install torch --index-url https://download.pytorch.org/whl/cu126 (pick the CUDA "
+                   "version your driver supports, see nvidia-smi).")
+    elif f.get("nvidia_smi") and f.get("torch_cuda") and not f.get("cuda_available"):
+        drv, tc = _vtuple(f.get("driver_cuda")), _vtuple(f.get("torch_cuda"))
+        if drv and tc and tc[:2] > drv[:2]:
+            out.append(f"torch was built for CUDA {f['torch_cuda']} but the driver supports only CUDA "
+                       f"{f['driver_cuda']}, so torch sees no GPU. Fix: update the NVIDIA driver, or install a torch "
+                       f"built for CUDA {f['driver_cuda']} or older.")
+        else:
+            out.append("nvidia-smi works but torch sees no GPU (CUDA_VISIBLE_DEVICES empty, or a driver/runtime "
+                       "mismatch). Fix: check `echo $CUDA_VISIBLE_DEVICES` and `python -c 'import torch; "
+                       "torch.cuda.init()'` for the real error.")
+    want, have = f.get("torch_wants_triton"), f.get("triton")
+    if want and have and _vtuple(want) != _vtuple(have):
+        out.append(f"torch {f['torch']} was built against triton {want} but triton {have} is installed; "
+                   f"torch.compile and some kernels may fail. Fix: pip install triton=={want}")
+    if have and _vtuple(have) < (3, 0):
+        out.append(f"triton {have} is too old for the course (its interpreter lacks what the lessons use). "
+                   "Fix: pip install -U 'triton>=3.0'")
+    if not have:
+        out.append("Triton is not installed, so the Triton lessons and exercises cannot run. Fix: pip install triton "
+                   "(Linux; on Windows the community package triton-windows).")
+    if _vtuple(f.get("torch")) and _vtuple(f.get("torch")) < (2, 3):
+        out.append(f"torch {f['torch']} is older than the course supports. Fix: pip install -U 'torch>=2.3'")
+    if _vtuple(f.get("numpy")) >= (2,) and _vtuple(f.get("torch")) and _vtuple(f.get("torch")) < (2, 3):
+        out.append("numpy 2 with torch older than 2.3 breaks tensor/array conversion. Fix: pip install 'numpy<2' "
+                   "or upgrade torch.")
+    if f.get("mode") == "gpu" and f.get("triton_interpret") == "1":
+        out.append("TRITON_INTERPRET=1 is set while a GPU is in use: Triton kernels run in the slow interpreter. "
+                   "Fix: unset TRITON_INTERPRET (or set GPUCOURSE_MODE=cpu on purpose).")
+    if f.get("mode") == "gpu" and not f.get("spec"):
+        out.append(f"{f.get('gpu')} is not in the course's spec table, so results show no % of peak. "
+                   "Measured ceilings (`gpucourse doctor --measure`) still work.")
+    return out
+
+
+def limits(f: dict) -> list:
+    """(lesson id, title, 'full' or 'limited', reasons) for each lesson, from facts()."""
+    caps = f.get("capabilities") or {}
+    have = {
+        "gpu": f.get("mode") == "gpu",
+        "triton": bool(f.get("triton")),
+        "nvcc": bool(f.get("nvcc")),
+        "ninja": bool(f.get("ninja")),
+        "bf16": bool(caps.get("bf16")),
+        "tf32": bool(caps.get("tf32")),
+        "fp8": bool(caps.get("fp8")),
+    }
+    rows = []
+    for lid, title, needs in LESSONS:
+        missing = [n for n in needs if not have[n]]
+        if not have["gpu"]:  # in CPU mode only the GPU reason (and missing tools) matter
+            missing = [n for n in missing if n not in ("bf16", "tf32", "fp8")]
+        rows.append((lid, title, "full" if not missing else "limited", [_WHY[n] for n in missing]))
+    return rows
+
+
+def measure(seconds_budget: float = 30.0) -> dict:
+    """Measured copy bandwidth and matmul rate on this device (GPU mode only), next to the datasheet peaks."""
+    import torch
+
+    from .timing import bench
+
+    device.require_gpu("Measuring ceilings")
+    p = device.props()
+    spec = specs.lookup(p.name)
+    free, _ = torch.cuda.mem_get_info()
+    n = min(2**28, free // 8)  # up to 1 GiB of fp32 per buffer
+    x = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    copy = bench(lambda: y.copy_(x), bytes=2 * x.numel() * 4, name="copy (read + write)")
+    del x, y
+    caps = device.capabilities(p)
+    dtype = torch.bfloat16 if caps.bf16 else (torch.float16 if caps.tensor_cores else torch.float32)
+    m = 8192 if free > 6 * 8192 * 8192 * 2 else 4096
+    a = torch.randn(m, m, device="cuda", dtype=dtype)
+    b = torch.randn(m, m, device="cuda", dtype=dtype)
+    mm = bench(torch.matmul, a, b, flops=2 * m**3, dtype=dtype, name=f"matmul {str(dtype)[6:]} {m}³")
+    return {
+        "copy_gbps": copy.gbps, "copy_ms": copy.median_ms,
+        "datasheet_gbps": spec.bandwidth_gbs if spec else None,
+        "matmul_dtype": str(dtype).replace("torch.", ""), "matmul_size": m, "matmul_tflops": mm.tflops,
+        "matmul_ms": mm.median_ms,
+        "datasheet_tflops": spec.peak_tflops(str(dtype)) if spec else None,
+        "warnings": copy.warnings + mm.warnings,
+    }
+
+
+def report(do_measure: bool = False) -> str:
+    f = facts()
+    lines = ["gpucourse doctor", "================"]
+    if f["mode"] == "gpu":
+        caps = f["capabilities"]
+        lines += [f"mode:        GPU",
+                  f"device:      {f['gpu']} (compute capability {f['compute_capability']}, {f['sm_count']} SMs, "
+                  f"{f['memory_gib']} GiB, L2 {f['l2_mib']} MiB)",
+                  "tensor cores: " + ", ".join(f"{k}={'yes' if caps[k] else 'no'}"
+                                               for k in ("tf32", "bf16", "fp8", "wgmma"))]
+    else:
+        lines += ["mode:        CPU (no CUDA GPU in use: Triton runs in its interpreter, timings are CPU timings)"]
+    lines += [f"torch:       {f['torch']}" + (f" (built for CUDA {f['torch_cuda']})" if f["torch_cuda"] else
+                                              " (CPU-only build)"),
+              f"triton:      {f['triton'] or 'not installed'}",
+              f"driver:      {f['driver'] or 'none'}" + (f" (supports CUDA {f['driver_cuda']})"
+                                                         if f["driver_cuda"] else ""),
+              f"python:      {f['python']} on {f['platform']}",
+              f"nvcc:        {f['nvcc'] or 'not found (lesson 04 cannot compile CUDA)'}",
+              f"ninja:       {f['ninja'] or 'not found (lesson 04 needs it: pip install ninja)'}",
+              f"colab:       {'yes' if f['colab'] else 'no'}"]
+    spec = specs.SPECS.get(f["spec"]) if f["spec"] else None
+    if spec:
+        lines.append(f"datasheet:   {spec.name}: {spec.bandwidth_gbs:,.0f} GB/s, bf16 "
+                     f"{spec.tflops.get('bf16') or '-'} TFLOP/s dense ({spec.source})")
+    lines += ["", "lessons:"]
+    for lid, title, status, reasons in limits(f):
+        lines.append(f"  {lid} {title:<34} {status}" + ("" if not reasons else ": " + "; ".join(reasons)))
+    if do_measure:
+        lines += ["", "measured ceilings:"]
+        if f["mode"] != "gpu":
+            lines.append("  skipped: measuring ceilings needs a CUDA GPU (CPU mode).")
+        else:
+            m = measure()
+            ds = f" (datasheet {m['datasheet_gbps']:,.0f} GB/s, {100 * m['copy_gbps'] / m['datasheet_gbps']:.0f}%)" \
+                if m["datasheet_gbps"] else ""
+            lines.append(f"  copy bandwidth: {m['copy_gbps']:,.0f} GB/s{ds}")
+            ds = (f" (datasheet {m['datasheet_tflops']:,.0f} TFLOP/s, "
+                  f"{100 * m['matmul_tflops'] / m['datasheet_tflops']:.0f}%)") if m["datasheet_tflops"] else ""
+            lines.append(f"  matmul {m['matmul_dtype']} {m['matmul_size']}³: {m['matmul_tflops']:,.0f} TFLOP/s{ds}")
+            lines += [f"  ! {w}" for w in m["warnings"]]
+    ws = warnings(f)
+    lines += ["", "warnings:" if ws else "warnings:    none"]
+    lines += [f"  - {w}" for w in ws]
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""What an exercise is: plain data that the checker and the batch grader read (like popcorn's task.yml).
+
+An exercise names the function the learner writes, the kind of kernel it must launch, how to make inputs for each
+named case, the reference that gives the right answer, the tolerance per dtype and (GPU only) a speed target. The
+checker never contains per-exercise code: a new lesson adds one module with one ``EXERCISE`` and nothing else.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+KINDS = ("triton", "cuda", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One named input configuration, e.g. ``Case("n=1025", {"n": 1025})``; ``params`` go to ``make_inputs``."""
+
+    name: str
+    params: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """``|got - expected| <= atol + rtol * |expected|`` elementwise, with ``atol = atol_scale * max|expected|``.
+
+    The absolute part is scaled by the data, so an all-zeros answer never passes against a non-zero reference.
+    """
+
+    rtol: float
+    atol_scale: float
+
+
+# Defaults per output dtype; an exercise may override any of them. fp16/bf16 allow for their 10/7 mantissa bits.
+DEFAULT_TOLERANCE = {
+    "float64": Tolerance(1e-9, 1e-9),
+    "float32": Tolerance(1.3e-6, 1e-6),
+    "float16": Tolerance(1e-3, 1e-3),
+    "bfloat16": Tolerance(8e-3, 8e-3),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Perf:
+    """A speed target relative to this device, checked on GPU only and reported apart from correctness.
+
+    ``baseline``: ``"copy"`` (a torch copy moving the same bytes) or ``"reference"`` (the reference function).
+    ``target``: the fraction of the baseline's speed to reach (0.8 = 80 %). ``params``: the case to time, usually
+    larger than the correctness cases. ``bytes``: bytes the operation must move, from the arguments.
+    """
+
+    baseline: str
+    target: float
+    params: dict
+    bytes: Callable | None = None
+    flops: Callable | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """One exercise. ``make_inputs(params, generator) -> tuple`` builds CPU arguments (tensors may be strided views;
+    the checker moves them to the device and surrounds them with canary memory). ``reference(*args)`` computes the
+    answer and is only ever run by the checker, never by the learner's code."""
+
+    id: str
+    function: str  # the name the learner defines at top level
+    signature: str  # shown in messages, e.g. "vector_add(x: Tensor, y: Tensor) -> Tensor"
+    statement: str
+    kind: str  # "triton", "cuda" or "none": which kind of kernel must be launched
+    make_inputs: Callable
+    reference: Callable
+    cases: tuple
+    tolerance: dict = dataclasses.field(default_factory=dict)  # dtype name -> Tolerance, overriding the defaults
+    determinism: str | None = "bitwise"  # run twice on the same inputs: "bitwise", "tolerance" or None
+    reference_ops: tuple = ()  # aten op prefixes (e.g. "aten.add") whose use is flagged for a human look
+    max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
+    gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
+    tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
+    perf: Perf | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"exercise {self.id!r}: kind must be one of {KINDS}, not {self.kind!r}")
+        if self.determinism not in ("bitwise", "tolerance", None):
+            raise ValueError(f"exercise {self.id!r}: determinism must be 'bitwise', 'tolerance' or None")
+        names = [c.name for c in self.cases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"exercise {self.id!r}: case names must be unique, got {names}")
+
+    def tolerance_for(self, dtype) -> Tolerance:
+        """The tolerance for an output of ``dtype``; integer and bool outputs must match exactly."""
+        name = str(dtype).replace("torch.", "")
+        if name in self.tolerance:
+            return self.tolerance[name]
+        return DEFAULT_TOLERANCE.get(name, Tolerance(0.0, 0.0))
+
+    def case(self, name: str) -> Case:
+        for c in self.cases:
+            if c.name == name:
+                return c
+        raise KeyError(f"exercise {self.id!r} has no case {name!r}; cases: {[c.name for c in self.cases]}")

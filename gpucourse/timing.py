@@ -1,0 +1,368 @@
+"""Honest timing: bench() for one function, compare() for several, sweep() across sizes.
+
+On a GPU, bench() works the way ``triton.testing.do_bench`` does: one untimed call (compilation, allocation), a
+short estimate, a warm-up, then many repeats each bracketed by CUDA events, with the L2 cache flushed (outside the
+timed region) before each repeat so every run reads from device memory. On the CPU it uses a host timer.
+Throughput is derived from the bytes and flops you *declare*, so a notebook can never get the units wrong, and a
+result above the device's datasheet peak is flagged as a measurement error rather than shown as a win.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Callable
+
+from . import device, specs
+
+OVER_PEAK_TOLERANCE = 1.02  # datasheet figures are rounded; 2% over is still "impossible" beyond that
+_flush_buffer = None
+
+
+@dataclasses.dataclass
+class BenchResult:
+    """Timing of one function. Times in milliseconds; ``samples`` holds every timed repeat."""
+
+    name: str
+    samples: list
+    mode: str  # "gpu" or "cpu"
+    bytes: float | None = None
+    flops: float | None = None
+    dtype: str | None = None
+    flush_l2: bool = True
+    peak_gbs: float | None = None
+    peak_tflops: float | None = None
+    warnings: list = dataclasses.field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def q25_ms(self) -> float:
+        return _quantile(self.samples, 0.25)
+
+    @property
+    def q75_ms(self) -> float:
+        return _quantile(self.samples, 0.75)
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q75_ms - self.q25_ms
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the repeats (standard deviation / mean)."""
+        if len(self.samples) < 2:
+            return 0.0
+        return statistics.stdev(self.samples) / statistics.mean(self.samples)
+
+    @property
+    def gbps(self) -> float | None:
+        return gbps(self.bytes, self.median_ms) if self.bytes is not None else None
+
+    @property
+    def tflops(self) -> float | None:
+        return tflops(self.flops, self.median_ms) if self.flops is not None else None
+
+    @property
+    def pct_of_peak_bw(self) -> float | None:
+        if self.gbps is None or not self.peak_gbs:
+            return None
+        return 100.0 * self.gbps / self.peak_gbs
+
+    @property
+    def pct_of_peak_flops(self) -> float | None:
+        if self.tflops is None or not self.peak_tflops:
+            return None
+        return 100.0 * self.tflops / self.peak_tflops
+
+    @property
+    def suspicious(self) -> bool:
+        """True when a throughput is above what the device can physically do: the measurement is wrong."""
+        return any(w.startswith("IMPOSSIBLE") for w in self.warnings)
+
+    def summary(self) -> str:
+        parts = [f"{self.name}: {format_ms(self.median_ms)} (IQR {format_ms(self.iqr_ms)}, n={len(self.samples)})"]
+        if self.gbps is not None:
+            pct = f", {self.pct_of_peak_bw:.0f}% of peak" if self.pct_of_peak_bw is not None else ""
+            parts.append(f"{self.gbps:,.1f} GB/s{pct}")
+        if self.tflops is not None:
+            pct = f", {self.pct_of_peak_flops:.0f}% of peak" if self.pct_of_peak_flops is not None else ""
+            parts.append(f"{self.tflops:,.2f} TFLOP/s{pct}")
+        text = " | ".join(parts)
+        for w in self.warnings:
+            text += f"\n  ! {w}"
+        return text
+
+    __str__ = summary
+
+    def __repr__(self) -> str:
+        return f"<BenchResult {self.summary()}>"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "mode": self.mode, "median_ms": self.median_ms, "q25_ms": self.q25_ms,
+                "q75_ms": self.q75_ms, "cv": self.cv, "n": len(self.samples), "bytes": self.bytes,
+                "flops": self.flops, "dtype": self.dtype, "flush_l2": self.flush_l2, "gbps": self.gbps,
+                "tflops": self.tflops, "pct_of_peak_bw": self.pct_of_peak_bw,
+                "pct_of_peak_flops": self.pct_of_peak_flops, "warnings": list(self.warnings)}
+
+
+def _quantile(xs, q: float) -> float:
+    ys = sorted(xs)
+    if len(ys) == 1:
+        return ys[0]
+    pos = q * (len(ys) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """Bytes moved in ``ms`` milliseconds, as GB/s (1 GB = 1e9 bytes)."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def tflops(nflops: float, ms: float) -> float:
+    """Floating-point operations done in ``ms`` milliseconds, as TFLOP/s (1e12 per second)."""
+    return nflops / (ms * 1e-3) / 1e12
+
+
+def format_ms(ms: float) -> str:
+    if ms < 1e-3:
+        return f"{ms * 1e6:.0f} ns"
+    if ms < 1:
+        return f"{ms * 1e3:.1f} µs"
+    if ms < 1000:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1000:.2f} s"
+
+
+def peak_check(result: BenchResult) -> list:
+    """Warnings for throughputs above the device's datasheet peak (a measurement error, not a fast kernel)."""
+    out = []
+    if result.gbps is not None and result.peak_gbs and result.gbps > result.peak_gbs * OVER_PEAK_TOLERANCE:
+        why = ("the data stayed in L2 because flush_l2=False" if not result.flush_l2
+               else "the work was not synchronized (asynchronous launch timed), the declared bytes are too high, "
+                    "or the data fits in L2")
+        out.append(f"IMPOSSIBLE: {result.gbps:,.0f} GB/s is above this GPU's peak memory bandwidth "
+                   f"({result.peak_gbs:,.0f} GB/s). Likely cause: {why}.")
+    if result.tflops is not None and result.peak_tflops and result.tflops > result.peak_tflops * OVER_PEAK_TOLERANCE:
+        out.append(f"IMPOSSIBLE: {result.tflops:,.1f} TFLOP/s is above this GPU's peak "
+                   f"({result.peak_tflops:,.1f} TFLOP/s for {result.dtype or 'any dtype'}). Likely cause: the work "
+                   f"was not synchronized, the declared flops are too high, or the kernel skipped work.")
+    return out
+
+
+def _peaks(dtype) -> tuple:
+    spec = specs.current()
+    if spec is None:
+        return None, None
+    if dtype is None:  # no dtype declared: only the highest rate of any dtype is a hard ceiling
+        flops = max(v for v in spec.tflops.values() if v)
+    else:
+        flops = spec.peak_tflops(str(dtype))
+    return spec.bandwidth_gbs, flops
+
+
+def _l2_flush_buffer():
+    global _flush_buffer
+    if _flush_buffer is None:
+        import torch
+
+        p = device.props()
+        nbytes = max(256 * 1024 * 1024, 2 * (p.l2_bytes if p else 0))
+        _flush_buffer = torch.empty(nbytes, dtype=torch.int8, device="cuda")
+    return _flush_buffer
+
+
+def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flush_l2: bool, min_reps: int,
+                 max_reps: int) -> list:
+    import torch
+
+    fn()  # compile, allocate, autotune: never timed
+    torch.cuda.synchronize()
+    cache = _l2_flush_buffer() if flush_l2 else None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        if cache is not None:
+            cache.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-4)
+    n_warmup = max(1, int(warmup_ms / estimate))
+    n_rep = min(max_reps, max(min_reps, int(rep_ms / estimate)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for _ in range(n_warmup):
+        fn()
+    for i in range(n_rep):
+        if cache is not None:
+            cache.zero_()  # evict the inputs from L2 outside the timed region
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def _cpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int) -> list:
+    t0 = time.perf_counter()
+    fn()
+    first = (time.perf_counter() - t0) * 1e3
+    deadline = time.perf_counter() + min(warmup_ms, 10 * first) / 1e3
+    while time.perf_counter() < deadline:
+        fn()
+    samples = []
+    t_end = time.perf_counter() + rep_ms / 1e3
+    while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None = None, dtype=None,
+          name: str | None = None, warmup_ms: float = 25, rep_ms: float = 100, flush_l2: bool = True,
+          min_reps: int = 10, max_reps: int = 100_000, **kwargs) -> BenchResult:
+    """Time ``fn(*args, **kwargs)`` and return a :class:`BenchResult` (median, spread, GB/s, TFLOP/s, % of peak).
+
+    ``bytes``: bytes the operation must move through memory (each input read once, each output written once);
+    ``flops``: floating-point operations it does; ``dtype``: which tensor-core peak ``flops`` is compared with.
+    ``warmup_ms``/``rep_ms``: how long to warm up and to measure (as in ``triton.testing.do_bench``).
+    ``flush_l2``: on a GPU, evict L2 before each repeat so inputs come from device memory.
+    """
+    if args or kwargs:
+        call = lambda: fn(*args, **kwargs)  # noqa: E731
+    else:
+        call = fn
+    on_gpu = device.on_gpu()
+    if on_gpu:
+        samples = _gpu_samples(call, warmup_ms, rep_ms, flush_l2, min_reps, max_reps)
+        peak_gbs, peak_tflops = _peaks(dtype)
+    else:
+        samples = _cpu_samples(call, warmup_ms, rep_ms, min_reps, max_reps)
+        peak_gbs = peak_tflops = None
+    result = BenchResult(name=name or getattr(fn, "__name__", "fn"), samples=samples, mode="gpu" if on_gpu else "cpu",
+                         bytes=bytes, flops=flops, dtype=None if dtype is None else str(dtype).replace("torch.", ""),
+                         flush_l2=flush_l2, peak_gbs=peak_gbs, peak_tflops=peak_tflops)
+    result.warnings.extend(peak_check(result))
+    if on_gpu and result.median_ms < 0.005:
+        result.warnings.append("The run takes under 5 µs: launch overhead dominates; time a larger problem "
+                               "or a batch of calls.")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Several implementations of one operation, timed the same way. Renders as HTML in notebooks, text elsewhere."""
+
+    results: list
+    baseline: str
+
+    def speedup(self, name: str) -> float:
+        base = self[self.baseline].median_ms
+        return base / self[name].median_ms
+
+    def __getitem__(self, name: str) -> BenchResult:
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def rows(self) -> list:
+        rows = []
+        for r in self.results:
+            row = {"implementation": r.name, "median": format_ms(r.median_ms), "IQR": format_ms(r.iqr_ms)}
+            if r.gbps is not None:
+                row["GB/s"] = f"{r.gbps:,.1f}"
+            if r.tflops is not None:
+                row["TFLOP/s"] = f"{r.tflops:,.2f}"
+            pct = r.pct_of_peak_bw if r.pct_of_peak_bw is not None else r.pct_of_peak_flops
+            if pct is not None:
+                row["% of peak"] = f"{pct:.0f}%"
+            row[f"speedup vs {self.baseline}"] = f"{self.speedup(r.name):.2f}×"
+            row["note"] = "measurement error?" if r.suspicious else ""
+            rows.append(row)
+        return rows
+
+    def _columns(self) -> list:
+        cols = []
+        for row in self.rows():
+            cols += [c for c in row if c not in cols]
+        return cols
+
+    def __str__(self) -> str:
+        rows, cols = self.rows(), self._columns()
+        widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+        lines = ["  ".join(c.ljust(widths[c]) for c in cols), "  ".join("-" * widths[c] for c in cols)]
+        lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols) for r in rows]
+        mode = self.results[0].mode if self.results else "?"
+        lines.append(f"({mode} mode; medians of many runs)")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows, cols = self.rows(), self._columns()
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
+                       for r in rows)
+        mode = self.results[0].mode if self.results else "?"
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><small>{mode} mode</small>"
+
+    __repr__ = __str__
+
+
+def compare(impls: dict, *args, baseline: str | None = None, **bench_kwargs) -> Comparison:
+    """Time each ``name -> fn`` in ``impls`` on the same arguments; speedups are relative to ``baseline``
+    (default: the first). Keyword arguments (``bytes``, ``flops``, ``dtype``, ...) go to :func:`bench`."""
+    if not impls:
+        raise ValueError("compare() needs at least one implementation.")
+    results = [bench(fn, *args, name=name, **bench_kwargs) for name, fn in impls.items()]
+    baseline = baseline or next(iter(impls))
+    if baseline not in impls:
+        raise KeyError(f"baseline {baseline!r} is not one of {list(impls)}")
+    return Comparison(results=results, baseline=baseline)
+
+
+@dataclasses.dataclass
+class Sweep:
+    sizes: list
+    results: dict  # name -> list[BenchResult]
+
+    def series(self, name: str, y: str = "ms") -> list:
+        attr = {"ms": "median_ms", "gbps": "gbps", "tflops": "tflops"}[y]
+        return [getattr(r, attr) for r in self.results[name]]
+
+    def plot(self, y: str = "ms", ax=None, title: str | None = None, xlabel: str = "size"):
+        from .plots import plot_sweep
+
+        return plot_sweep(self, y=y, ax=ax, title=title, xlabel=xlabel)
+
+
+def sweep(impls: dict, sizes, make_args: Callable, bytes: Callable | None = None, flops: Callable | None = None,
+          plot: str | None = "ms", progress: bool = True, **bench_kwargs) -> Sweep:
+    """Time every implementation at every size. ``make_args(size)`` returns the argument tuple; ``bytes(size)`` and
+    ``flops(size)`` declare the work. Plots ``plot`` ("ms", "gbps" or "tflops"; None for no plot)."""
+    sizes = list(sizes)
+    results = {name: [] for name in impls}
+    for i, n in enumerate(sizes):
+        args = make_args(n)
+        args = args if isinstance(args, tuple) else (args,)
+        for name, fn in impls.items():
+            results[name].append(bench(fn, *args, name=name, bytes=bytes(n) if bytes else None,
+                                       flops=flops(n) if flops else None, **bench_kwargs))
+        if progress:
+            print(f"\rsweep: {i + 1}/{len(sizes)} sizes", end="", flush=True)
+    if progress:
+        print()
+    result = Sweep(sizes=sizes, results=results)
+    if plot:
+        result.plot(y=plot)
+    return result

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Create the course's virtual environment and install the course into it. Needs nothing but Python 3.10+.
+
+Which torch it installs:
+- torch already importable by this Python (Colab, a cluster image, a conda env): the venv sees the system's packages
+  and reuses that torch, CUDA build and all;
+- an NVIDIA GPU present (nvidia-smi lists one): torch from PyPI, the CUDA build;
+- neither: the CPU build, from PyTorch's CPU index (a few hundred MB instead of several GB of CUDA libraries).
+Then ``pip install -e .`` adds the course and everything else it needs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def say(msg: str) -> None:
+    print(f"[bootstrap] {msg}", flush=True)
+
+
+def run(cmd: list, check: bool = True) -> int:
+    say("$ " + " ".join(str(c) for c in cmd))
+    rc = subprocess.call([str(c) for c in cmd])
+    if check and rc != 0:
+        sys.exit(f"[bootstrap] command failed with exit status {rc}: {' '.join(map(str, cmd))}")
+    return rc
+
+
+def has_torch(python: str) -> bool:
+    return subprocess.call([python, "-c", "import torch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+
+def has_nvidia_gpu() -> bool:
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def cpu_torch_version(py: str) -> str | None:
+    """The newest torch CPU build ("2.x.y+cpu") that pip can see, PyTorch's CPU index included, or None."""
+    out = subprocess.run([py, "-m", "pip", "index", "versions", "torch", "--index-url", CPU_INDEX,
+                          "--retries", "1", "--timeout", "15", "--disable-pip-version-check"],
+                         capture_output=True, text=True)
+    m = re.search(r"Available versions:\s*(.*)", out.stdout)
+    versions = [v.strip() for v in m.group(1).split(",")] if m else []
+    cpu = [v for v in versions if v.endswith("+cpu")]
+    return cpu[0] if cpu else None  # pip lists newest first
+
+
+def install_cpu_torch(py: str, pip: list) -> None:
+    """Install a CPU-only torch: a few hundred MB instead of several GB of CUDA libraries nobody will use."""
+    version = cpu_torch_version(py)
+    if version:
+        say(f"no NVIDIA GPU: installing the CPU build of torch ({version})")
+        run(pip + ["--no-deps", "--retries", "1", "--timeout", "15", "--index-url", CPU_INDEX,
+                   f"torch=={version}"])
+    else:
+        say("no NVIDIA GPU, but no CPU build of torch is reachable (PyTorch's CPU index is blocked?): installing "
+            "torch from PyPI, which brings CUDA libraries (several GB) that CPU mode does not use")
+        run(pip + ["torch>=2.3"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--venv", default=str(ROOT / ".venv"))
+    args = ap.parse_args()
+    if sys.version_info < (3, 10):
+        sys.exit(f"[bootstrap] gpucourse needs Python 3.10 or newer; this is {sys.version.split()[0]}.")
+    target = Path(args.venv)
+    reuse = has_torch(sys.executable)
+    if not (target / "bin" / "python").exists():
+        say(f"creating {target}" + (" (reusing this Python's torch via system site-packages)" if reuse else ""))
+        venv.EnvBuilder(with_pip=True, system_site_packages=reuse, clear=True).create(target)
+    py = str(target / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "--disable-pip-version-check"]
+    if has_torch(py):
+        say("torch is already available: keeping it")
+    elif has_nvidia_gpu():
+        say("NVIDIA GPU found: installing the CUDA build of torch")
+        run(pip + ["torch>=2.3"])
+    else:
+        install_cpu_torch(py, pip)
+    run(pip + ["-e", str(ROOT)])
+    run([py, "-c", "import gpucourse, torch; print('gpucourse ready: torch', torch.__version__, '|', "
+                   "gpucourse.mode(), 'mode')"])
+
+
+if __name__ == "__main__":
+    main()

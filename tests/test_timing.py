@@ -1,0 +1,122 @@
+"""Timing maths, the above-peak flag, the CPU timer, compare() and sweep()."""
+import statistics
+import time
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+import gpucourse  # noqa: E402
+from gpucourse import timing  # noqa: E402
+from gpucourse.timing import BenchResult  # noqa: E402
+
+
+def test_unit_conversions():
+    assert timing.gbps(3e9, 1000.0) == pytest.approx(3.0)  # 3 GB in 1 s
+    assert timing.gbps(2 * 2**30, 1.0) == pytest.approx(2147.483648)
+    assert timing.tflops(2 * 8192**3, 1.0) == pytest.approx(1099.511627776)
+
+
+def test_result_statistics_and_percent_of_peak():
+    r = BenchResult("x", samples=[1.0, 2.0, 3.0, 4.0, 100.0], mode="gpu", bytes=2e9, flops=1e12, peak_gbs=4000,
+                    peak_tflops=1000)
+    assert r.median_ms == 3.0
+    assert r.q25_ms == 2.0 and r.q75_ms == 4.0 and r.iqr_ms == 2.0
+    assert r.gbps == pytest.approx(2e9 / 3e-3 / 1e9)
+    assert r.pct_of_peak_bw == pytest.approx(100 * r.gbps / 4000)
+    assert r.tflops == pytest.approx(1e12 / 3e-3 / 1e12)
+    assert r.cv == pytest.approx(statistics.stdev(r.samples) / statistics.mean(r.samples))
+    assert set(r.to_dict()) >= {"median_ms", "gbps", "tflops", "pct_of_peak_bw", "warnings"}
+
+
+def test_above_peak_bandwidth_is_flagged_as_a_measurement_error():
+    ok = BenchResult("ok", samples=[1.0], mode="gpu", bytes=3.0e9, peak_gbs=3350)  # 3000 GB/s: under peak
+    assert timing.peak_check(ok) == []
+    bad = BenchResult("bad", samples=[0.5], mode="gpu", bytes=3.0e9, peak_gbs=3350)  # 6000 GB/s: impossible
+    warnings = timing.peak_check(bad)
+    assert len(warnings) == 1 and warnings[0].startswith("IMPOSSIBLE") and "synchroniz" in warnings[0]
+    bad.warnings.extend(warnings)
+    assert bad.suspicious and "measurement error?" in str(timing.Comparison([bad], "bad"))
+
+
+def test_above_peak_flops_is_flagged_and_l2_cause_named():
+    r = BenchResult("mm", samples=[1.0], mode="gpu", flops=2e15, dtype="bfloat16", peak_tflops=989.4)
+    assert "above this GPU's peak" in timing.peak_check(r)[0]
+    r2 = BenchResult("l2", samples=[1.0], mode="gpu", bytes=1e10, peak_gbs=3350, flush_l2=False)
+    assert "flush_l2=False" in timing.peak_check(r2)[0]
+
+
+def test_cpu_bench_measures_a_known_duration():
+    if gpucourse.on_gpu():
+        pytest.skip("host-timer path only")
+    r = gpucourse.bench(time.sleep, 0.002, warmup_ms=5, rep_ms=60, name="sleep 2 ms")
+    assert r.mode == "cpu" and r.name == "sleep 2 ms"
+    assert len(r.samples) >= 10
+    assert 1.9 <= r.median_ms <= 4.0  # sleep never returns early; the scheduler may add a little
+    assert r.gbps is None and r.pct_of_peak_bw is None
+
+
+def test_bench_declared_bytes_give_gbps():
+    import torch
+
+    x = torch.randn(1 << 16, device=gpucourse.torch_device())
+    r = gpucourse.bench(lambda: x * 2, bytes=2 * x.numel() * 4, rep_ms=20)
+    assert r.gbps == pytest.approx(2 * x.numel() * 4 / (r.median_ms * 1e-3) / 1e9)
+    assert "GB/s" in r.summary()
+
+
+def test_compare_renders_text_and_html_with_speedups():
+    fast = lambda: time.sleep(0.001)  # noqa: E731
+    slow = lambda: time.sleep(0.003)  # noqa: E731
+    c = gpucourse.compare({"slow": slow, "fast": fast}, warmup_ms=2, rep_ms=40, min_reps=5)
+    assert c.baseline == "slow"
+    assert 1.5 < c.speedup("fast") < 4.5
+    text, html = str(c), c._repr_html_()
+    assert "speedup vs slow" in text and "fast" in text and "1.00×" in text
+    assert html.startswith("<table>") and "<td>fast</td>" in html
+    with pytest.raises(KeyError):
+        gpucourse.compare({"a": fast}, baseline="b", rep_ms=1, min_reps=1)
+
+
+def test_sweep_collects_every_size_and_plots():
+    import torch
+
+    sizes = [2**10, 2**12, 2**14]
+    s = gpucourse.sweep({"mul": lambda x: x * 2, "add": lambda x: x + x}, sizes,
+                        make_args=lambda n: torch.randn(n), bytes=lambda n: 8 * n, plot="gbps", rep_ms=5, min_reps=3,
+                        progress=False)
+    assert s.sizes == sizes and len(s.series("mul", "gbps")) == 3 and all(v > 0 for v in s.series("add", "ms"))
+    ax = s.plot("ms")
+    assert ax.get_xscale() == "log" and len(ax.get_lines()) == 2
+
+
+@pytest.mark.gpu
+def test_gpu_bench_agrees_with_do_bench_on_a_copy():
+    import torch
+    import triton.testing
+
+    x = torch.empty(2**26, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    ours = gpucourse.bench(lambda: y.copy_(x), bytes=2 * x.numel() * 4)
+    theirs = triton.testing.do_bench(lambda: y.copy_(x), return_mode="median")
+    assert ours.median_ms == pytest.approx(theirs, rel=0.05)
+    assert not ours.suspicious
+
+
+@pytest.mark.gpu
+def test_unsynchronized_host_timing_would_be_flagged():
+    """Time a launch with a host clock and no synchronize, then feed that to the peak check: it must be flagged."""
+    import torch
+
+    x = torch.empty(2**28, device="cuda")
+    y = torch.empty_like(x)
+    y.copy_(x)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    y.copy_(x)  # returns as soon as the copy is queued
+    ms = (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize()
+    spec = gpucourse.specs.current()
+    r = BenchResult("naive", samples=[ms], mode="gpu", bytes=2 * x.numel() * 4, peak_gbs=spec.bandwidth_gbs)
+    assert r.gbps > spec.bandwidth_gbs and timing.peak_check(r)
