@@ -173,7 +173,7 @@ def measure(seconds_budget: float = 30.0) -> dict:
     """Measured copy bandwidth and matmul rate on this device (GPU mode only), next to the datasheet peaks."""
     import torch
 
-    from .timing import bench
+    from .timing import bench, settle
 
     device.require_gpu("Measuring ceilings")
     p = device.props()
@@ -189,6 +189,7 @@ def measure(seconds_budget: float = 30.0) -> dict:
     m = 8192 if free > 6 * 8192 * 8192 * 2 else 4096
     a = torch.randn(m, m, device="cuda", dtype=dtype)
     b = torch.randn(m, m, device="cuda", dtype=dtype)
+    settle(lambda: torch.matmul(a, b), seconds=1.0)  # sustained rate, not the first second's boost clocks
     mm = bench(torch.matmul, a, b, flops=2 * m**3, dtype=dtype, name=f"matmul {str(dtype)[6:]} {m}³")
     return {
         "copy_gbps": copy.gbps, "copy_ms": copy.median_ms,

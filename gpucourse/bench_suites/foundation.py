@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 
 from ..benchmarks import register, target
-from ..timing import bench
+from ..timing import bench, settle
 
 
 def _cv(xs) -> float:
@@ -12,10 +12,14 @@ def _cv(xs) -> float:
 
 
 def _agreement(fn, label: str, **decl) -> dict:
+    """Five measurements by bench() and five by triton's do_bench, interleaved so both see the same clocks."""
     import triton.testing
 
-    ours = [bench(fn, name=label, **decl) for _ in range(5)]
-    theirs = [triton.testing.do_bench(fn, return_mode="median") for _ in range(5)]
+    settle(fn)
+    ours, theirs = [], []
+    for _ in range(5):
+        ours.append(bench(fn, name=label, **decl))
+        theirs.append(triton.testing.do_bench(fn, return_mode="median"))
     ours_ms = [r.median_ms for r in ours]
     med_ours, med_theirs = statistics.median(ours_ms), statistics.median(theirs)
     best = min(ours, key=lambda r: abs(r.median_ms - med_ours))
