@@ -4,6 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.gpucourse-installed
 PYTEST_ARGS ?=
+LAB_ARGS ?=
+# Jupyter refuses to start as root (containers, some cloud VMs) unless told it is deliberate.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test install regenerate gpu-suite clean
 
@@ -14,7 +17,7 @@ $(STAMP): pyproject.toml scripts/bootstrap.py
 	@touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --nbval-current-env -p no:cacheprovider \
