@@ -44,9 +44,9 @@ def step(title: str) -> float:
     return time.perf_counter()
 
 
-def run_tests(tag: str) -> tuple:
-    t0 = step("tests (gpu-marked included)")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests"]
+def run_tests(tag: str, pytest_args: list) -> tuple:
+    t0 = step("tests: pytest " + " ".join(pytest_args))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *pytest_args]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     log = out.stdout + out.stderr
     path = RESULTS / f"{tag}-pytest.txt"
@@ -107,6 +107,18 @@ def run_doctor(tag: str) -> list:
     return [path]
 
 
+def run_grader(tag: str, exercise: str) -> tuple:
+    """Grade every known submission for ``exercise`` on this GPU; the JSON shows each one's status and speed."""
+    t0 = step(f"grader: tests/submissions/{exercise}")
+    path = RESULTS / f"{tag}-grade-{exercise}.json"
+    subs = sorted(glob.glob(str(ROOT / "tests" / "submissions" / exercise / "*")))
+    out = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", exercise, *subs, "--jobs", "4",
+                          "--timeout", "90", "--json", str(path)], cwd=ROOT, capture_output=True, text=True)
+    print(out.stdout[-6000:] + out.stderr[-2000:])
+    print(f"[{time.perf_counter() - t0:.0f} s] -> {path.relative_to(ROOT)}")
+    return out.returncode == 0, [path] if path.exists() else []
+
+
 def run_benchmarks(tag: str, extra: dict) -> tuple:
     from gpucourse import benchmarks
 
@@ -127,7 +139,9 @@ def main() -> int:
     ap.add_argument("--skip-benchmarks", action="store_true")
     ap.add_argument("--notebooks", nargs="+", default=["notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb"],
                     help="globs relative to the repo (default: every notebook)")
-    ap.add_argument("--archive", help="also write every produced file into this .tar.gz")
+    ap.add_argument("--pytest-args", default="tests", help="arguments for pytest (default: 'tests', everything)")
+    ap.add_argument("--grade", nargs="*", default=[], help="exercises whose tests/submissions/<id> to grade")
+    ap.add_argument("--archive", help="also write every produced file into this .tar.gz (refreshed after each step)")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -139,12 +153,23 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     tag = slug()
     files, ok, extra = [], True, {}
+
+    def archive():
+        if not args.archive:
+            return
+        with tarfile.open(args.archive, "w:gz") as tar:
+            for f in files:
+                tar.add(f, arcname=os.path.relpath(f, ROOT))
+            tar.addfile(tarfile.TarInfo("SUITE_OK" if ok else "SUITE_FAILED"), io.BytesIO(b""))
+
+    # Cheapest and most important first, refreshing the archive after each step, so a run cut short keeps the rest.
     files += run_doctor(tag)
-    if not args.skip_tests:
-        tests_ok, f = run_tests(tag)
-        ok &= tests_ok
+    archive()
+    if not args.skip_benchmarks:
+        b_ok, f = run_benchmarks(tag, extra)
+        ok &= b_ok
         files += f
-        extra["tests_passed"] = tests_ok
+        archive()
     if not args.skip_notebooks:
         nb_ok, all_timings = True, {}
         for g in args.notebooks:
@@ -152,18 +177,20 @@ def main() -> int:
             nb_ok &= good
             files += f
             all_timings.update(timings)
+            archive()
         ok &= nb_ok
         extra["notebooks_ok"], extra["notebook_seconds"] = nb_ok, all_timings
-    if not args.skip_benchmarks:
-        b_ok, f = run_benchmarks(tag, extra)
-        ok &= b_ok
+    for exercise in args.grade:
+        g_ok, f = run_grader(tag, exercise)
+        ok &= g_ok
         files += f
-    if args.archive:
-        with tarfile.open(args.archive, "w:gz") as tar:
-            for f in files:
-                tar.add(f, arcname=os.path.relpath(f, ROOT))
-            tar.addfile(tarfile.TarInfo("SUITE_OK" if ok else "SUITE_FAILED"), io.BytesIO(b""))
-        print(f"archived {len(files)} files -> {args.archive}")
+        archive()
+    if not args.skip_tests:
+        tests_ok, f = run_tests(tag, args.pytest_args.split())
+        ok &= tests_ok
+        files += f
+        extra["tests_passed"] = tests_ok
+    archive()
     print("\nGPU suite:", "OK" if ok else "FAILED")
     return 0 if ok else 1
 

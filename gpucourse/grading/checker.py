@@ -1,0 +1,330 @@
+"""``check(exercise_id, fn)``: run a learner's function on every named case of an exercise and say where it is wrong.
+
+The pieces here are shared with the batch grader: :func:`make_case` (inputs from a seed, inside canary memory, and
+the reference answer), :func:`run_call` (the learner's call with poisoned allocations, launch counting and op
+recording; the grader runs it inside the isolated worker) and :func:`evaluate` (the verdict, computed from the
+reference, never by the learner's code path). In a notebook the learner's code shares this process, so ``check`` is
+feedback, not proof: the batch grader (``gpucourse grade``) is what an instructor trusts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+from .. import device as _device
+from ..exercises import get as _get_exercise
+from . import compare, guards, launches
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class CheckerError(RuntimeError):
+    """A bug in the checker or the exercise spec, never the learner's fault."""
+
+
+@dataclasses.dataclass
+class CaseResult:
+    name: str
+    passed: bool
+    problems: list
+    hints: list = dataclasses.field(default_factory=list)
+    bad_mask: torch.Tensor | None = None
+
+    def line(self) -> str:
+        if self.passed:
+            return f"  PASS  {self.name}"
+        body = "\n".join(f"        - {p}" for p in self.problems + [f"hint: {h}" for h in self.hints])
+        return f"  FAIL  {self.name}\n{body}"
+
+
+@dataclasses.dataclass
+class CheckResult:
+    """What ``check`` found. ``status``: passed, failed, not implemented, error (the learner's code raised)."""
+
+    exercise: str
+    status: str
+    cases: list
+    message: str = ""
+    perf: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def report(self) -> str:
+        n_ok = sum(c.passed for c in self.cases)
+        head = {"passed": f"{self.exercise}: all {len(self.cases)} cases passed",
+                "failed": f"{self.exercise}: {n_ok} of {len(self.cases)} cases passed",
+                "not implemented": f"{self.exercise}: not implemented yet",
+                "error": f"{self.exercise}: your function raised an exception"}[self.status]
+        lines = [head] + [c.line() for c in self.cases]
+        if self.message:
+            lines.append(self.message)
+        if self.perf:
+            lines.append(self.perf)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<check {self.exercise}: {self.status}>"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Shared with the batch grader.
+
+
+def new_seed() -> int:
+    """A fresh secret seed per check: from the OS, never derived from anything the learner's code can set."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def make_case(ex, case, seed: int, index: int) -> tuple:
+    """(arguments as guarded CPU buffers, expected output) for one case. The reference runs on private copies."""
+    gen = torch.Generator().manual_seed((seed + 7919 * index) % (2**63 - 1))
+    raw = ex.make_inputs(case.params, gen)
+    args = [guards.guarded(a) if isinstance(a, torch.Tensor) else {"value": a} for a in raw]
+    private = [guards.view_of(a).clone() if "buffer" in a else a["value"] for a in args]
+    expected = ex.reference(*private)
+    return args, expected
+
+
+def clone_args(args: list) -> list:
+    return [dict(a, buffer=a["buffer"].clone()) if "buffer" in a else dict(a) for a in args]
+
+
+def to_device(args: list, dev) -> list:
+    """Copies on ``dev`` (always copies, so the pristine buffers stay untouched by the learner's call)."""
+    return [dict(a, buffer=a["buffer"].to(dev, copy=True)) if "buffer" in a else dict(a) for a in args]
+
+
+def call_values(args: list) -> list:
+    return [guards.view_of(a) if "buffer" in a else a["value"] for a in args]
+
+
+def run_call(ex, fn, args: list) -> dict:
+    """Call ``fn`` once on ``args`` (guarded buffers on the device): poisoned allocations, launches and ops counted.
+
+    Exceptions from ``fn`` propagate to the caller (which shows them as the learner's traceback).
+    """
+    count_cuda = ex.kind == "cuda" and _device.on_gpu()
+    with guards.poisoned_allocations() as records, launches.counting_triton() as triton_launches, \
+            launches.recording_ops() as ops:
+        if count_cuda:
+            with launches.counting_cuda() as cuda_launches:
+                out = fn(*call_values(args))
+        else:
+            cuda_launches = {}
+            out = fn(*call_values(args))
+        if _device.on_gpu():
+            torch.cuda.synchronize()
+    return {"out": out, "triton_launches": dict(triton_launches), "cuda_launches": dict(cuda_launches),
+            "ops": dict(ops), "overruns": guards.overruns(records)}
+
+
+def run_case(ex, fn, args: list) -> dict:
+    """Everything the verdict needs from the learner's side for one case: output, a second output on a fresh copy
+    of the same inputs (determinism), the input buffers afterwards (canaries), launches and ops."""
+    second = clone_args(args) if ex.determinism else None
+    first = run_call(ex, fn, args)
+    outcome = dict(first, buffers_after=[a.get("buffer") for a in args], out2=None)
+    if second is not None:
+        outcome["out2"] = run_call(ex, fn, second)["out"]
+    return outcome
+
+
+def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) -> CaseResult:
+    """The verdict for one case, from the pristine inputs, the reference output and what the learner's call did."""
+    problems, hints, mask = [], [], None
+    out = outcome["out"]
+    is_tensor_answer = isinstance(expected, torch.Tensor)
+    if is_tensor_answer:
+        meta = compare.check_meta(expected, out, device_type, outcome.get("out_device"))
+        problems += meta
+        if isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(expected.shape):
+            tol = ex.tolerance_for(expected.dtype)
+            m = compare.compare_values(expected, out, tol.rtol, tol.atol_scale, hint_tf32=ex.tf32_possible)
+            if not m.ok:
+                problems += m.problems
+                hints += m.hints
+                mask = m.bad_mask
+    else:
+        tol = ex.tolerance_for(torch.float64)
+        m = compare.compare_scalar(expected, out, tol.rtol, tol.atol_scale)
+        problems += m.problems
+
+    for i, (a, after) in enumerate(zip(args, outcome.get("buffers_after") or [])):
+        if "buffer" not in a or after is None:
+            continue
+        name = f"argument {i + 1}"
+        after = after.detach().cpu()
+        if after.shape != a["buffer"].shape or after.dtype != a["buffer"].dtype:
+            problems.append(f"{name}'s memory was replaced (resized or re-typed)")
+            continue
+        before_v, after_v = guards.view_of(a), guards.view_of(a, after)
+        changed = ~(guards._bits(before_v) == guards._bits(after_v)) if guards.supported(after.dtype) \
+            else ~(before_v == after_v)
+        if bool(changed.any()):
+            problems.append(f"modified its input ({name}): {int(changed.sum())} element(s) changed; "
+                            f"write the result to a new tensor")
+        damage = guards.canary_damage(a, after)
+        if damage:
+            last = guards.span(a["shape"], a["stride"]) - 1
+            where = ("before its first element" if min(damage) < 0 else
+                     "after its last element" if max(damage) > last else "in the gaps between its strided elements")
+            problems.append(f"out-of-bounds write: {len(damage)} element(s) of guard memory around {name} were "
+                            f"overwritten ({where}, at offsets {damage[:5]} relative to its first element); "
+                            f"mask your loads/stores with offsets < n")
+    problems += outcome.get("overruns", [])
+
+    out2 = outcome.get("out2")
+    if ex.determinism and isinstance(out, torch.Tensor) and isinstance(out2, torch.Tensor) and not problems:
+        same_shape = out2.shape == out.shape and out2.dtype == out.dtype
+        if ex.determinism == "bitwise":
+            same = same_shape and bool(torch.equal(out.detach().cpu(), out2.detach().cpu()) or
+                                       (guards.supported(out.dtype) and torch.equal(
+                                           guards._bits(out.detach().cpu().contiguous()),
+                                           guards._bits(out2.detach().cpu().contiguous()))))
+        else:
+            tol = ex.tolerance_for(out.dtype)
+            same = same_shape and compare.compare_values(out, out2, tol.rtol, tol.atol_scale).ok
+        if not same:
+            problems.append("nondeterministic: two calls on the same inputs gave different outputs (a race?)")
+
+    n_launch = sum((outcome.get("triton_launches") if ex.kind == "triton" else outcome.get("cuda_launches") or {})
+                   .values()) if ex.kind != "none" else 0
+    if ex.kind == "triton" and n_launch == 0:
+        problems.append("no Triton kernel was launched: this exercise asks for a @triton.jit kernel launched as "
+                        "kernel[grid](...); torch operations such as x + y do not count")
+    if ex.kind == "cuda" and _device.on_gpu() and n_launch == 0:
+        problems.append("no CUDA kernel was launched: this exercise asks for your own CUDA kernel")
+    if ex.max_launches is not None and n_launch > ex.max_launches:
+        problems.append(f"launched {n_launch} kernels per call; at most {ex.max_launches} allowed")
+    return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, bad_mask=mask)
+
+
+def learner_traceback(exc: BaseException) -> str:
+    """The exception as the learner's own traceback: the checker's frames are left out."""
+    tb = exc.__traceback__
+    frames = [f for f in traceback.extract_tb(tb) if not os.path.abspath(f.filename).startswith(_HERE)]
+    text = "Traceback (most recent call last):\n" if frames else ""
+    text += "".join(traceback.format_list(frames))
+    text += "".join(traceback.format_exception_only(type(exc), exc))
+    return text
+
+
+def is_not_implemented(exc: BaseException) -> bool:
+    return isinstance(exc, NotImplementedError)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Speed (GPU only), reported apart from correctness.
+
+
+def measure_perf(ex, fn) -> dict | None:
+    """Time ``fn`` against the spec's baseline on this GPU; None in CPU mode or without a target."""
+    if ex.perf is None or not _device.on_gpu():
+        return None
+    from ..timing import bench
+
+    gen = torch.Generator().manual_seed(new_seed())
+    args = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in ex.make_inputs(ex.perf.params, gen)]
+    nbytes = ex.perf.bytes(*args) if ex.perf.bytes else None
+    mine = bench(fn, *args, bytes=nbytes, name=ex.function)
+    if ex.perf.baseline == "copy":
+        src = torch.empty(max(1, int(nbytes or 0) // 2), dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        base = bench(dst.copy_, src, bytes=2 * src.numel(), name="torch copy")
+        ratio = (mine.gbps or 0) / (base.gbps or float("inf"))
+        what = f"{mine.gbps:,.0f} GB/s = {ratio:.2f}x a torch copy of the same bytes ({base.gbps:,.0f} GB/s)"
+    else:
+        base = bench(ex.reference, *args, bytes=nbytes, name="reference")
+        ratio = base.median_ms / mine.median_ms
+        what = f"{ratio:.2f}x the speed of the reference ({mine.median_ms:.3f} ms vs {base.median_ms:.3f} ms)"
+    return {"ratio": ratio, "target": ex.perf.target, "met": ratio >= ex.perf.target,
+            "suspicious": mine.suspicious, "text": f"{what}; target >= {ex.perf.target:g}x",
+            "warnings": list(mine.warnings)}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The notebook entry point.
+
+
+def _in_notebook() -> bool:
+    ip = sys.modules.get("IPython")
+    try:
+        return bool(ip and ip.get_ipython() is not None and "IPKernelApp" in ip.get_ipython().config)
+    except Exception:
+        return False
+
+
+def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None) -> CheckResult:
+    """Check ``fn`` against exercise ``exercise_id`` on fresh random inputs and print where it is wrong.
+
+    Returns a CheckResult (``.passed``, ``.status``, ``.cases``). Never raises because of the learner's code: an
+    exception from ``fn`` is shown as their traceback, and ``NotImplementedError`` as "not implemented yet".
+    """
+    ex = _get_exercise(exercise_id)
+    if not callable(fn):
+        raise TypeError(f"check({exercise_id!r}, fn): fn must be your function {ex.signature}, "
+                        f"got {type(fn).__name__}")
+    if ex.gpu_only and not _device.on_gpu():
+        result = CheckResult(ex.id, "not implemented", [], message="this exercise needs a CUDA GPU: skipped in "
+                                                                  "CPU mode")
+        if not quiet:
+            print(result.message)
+        return result
+    seed = new_seed()
+    dev = _device.torch_device()
+    results, status, message = [], "passed", ""
+    for index, case in enumerate(ex.cases):
+        try:
+            args, expected = make_case(ex, case, seed, index)
+            dev_args = to_device(args, dev)
+        except Exception as exc:  # the learner's code has not run yet: this is the checker's bug
+            raise CheckerError(f"internal checker error preparing case {case.name!r} of {ex.id!r} (not your "
+                               f"fault; please report it): {exc!r}") from exc
+        t0 = time.perf_counter()
+        try:
+            outcome = run_case(ex, fn, dev_args)
+        except Exception as exc:  # the learner's code raised
+            if is_not_implemented(exc):
+                status, message = "not implemented", (f"{ex.function} raises NotImplementedError: replace the "
+                                                      f"`# YOUR CODE HERE` stub with your code, then run this cell "
+                                                      f"again.")
+            else:
+                status = "error"
+                message = f"on case {case.name!r}:\n{learner_traceback(exc)}"
+            break
+        outcome["seconds"] = time.perf_counter() - t0
+        try:
+            verdict = evaluate(ex, case, args, expected, outcome, dev.type)
+        except Exception as exc:
+            raise CheckerError(f"internal checker error evaluating case {case.name!r} of {ex.id!r} (not your "
+                               f"fault; please report it): {exc!r}") from exc
+        results.append(verdict)
+        if not verdict.passed:
+            status = "failed"
+    result = CheckResult(ex.id, status, results, message=message)
+    if status == "passed" and ex.perf is not None:
+        if _device.on_gpu():
+            try:
+                p = measure_perf(ex, fn)
+                result.perf = (f"speed (GPU, separate from correctness): {p['text']}: "
+                               f"{'target met' if p['met'] else 'below target'}"
+                               + ("\n  ! the timing is above this GPU's peak: a measurement error"
+                                  if p["suspicious"] else ""))
+            except Exception as exc:
+                result.perf = f"speed: could not be measured ({learner_traceback(exc).strip().splitlines()[-1]})"
+        else:
+            result.perf = "speed: measured on a GPU only (CPU mode checks correctness)."
+    if not quiet:
+        print(result.report())
+        if plot is not False and (plot or _in_notebook()):
+            for c in results:
+                if c.bad_mask is not None and c.bad_mask.dim() == 2:
+                    compare.heatmap(c.bad_mask, title=f"{ex.id}, {c.name}: wrong elements")
+    return result

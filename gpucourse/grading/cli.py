@@ -1,0 +1,80 @@
+"""``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--timeout S] [--jobs N]``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import grader
+
+EPILOG = """\
+statuses:
+  passed   every correctness check passed (score 1)
+  failed   it ran but is wrong: wrong values, no required kernel launched, wrong shape/dtype/device, elements never
+           written, out-of-bounds writes, nondeterministic, modified inputs (score = fraction of cases passed)
+  error    could not be loaded or compiled, or raised (score 0)
+  timeout  over --timeout seconds, process start and imports included (score 0)
+  crashed  the process died: segfault, abort, os._exit, a CUDA fault (score 0)
+flags mark what deserves a human look (calls to the reference torch op, suspicious source, speed above the device's
+physical limit, huge output) without changing the status.
+exit status: 0 when every submission received a status; 2 for usage errors (unknown exercise, missing file).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="gpucourse grade", description="Grade submissions for one exercise, each in "
+                                 "its own isolated process.", epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("exercise", help="exercise id, e.g. vector_add")
+    ap.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+                    help=".py file or .ipynb notebook defining the exercise's function at top level")
+    ap.add_argument("--json", metavar="PATH", help="write the full report as JSON")
+    ap.add_argument("--csv", metavar="PATH", help="write one row per submission as CSV")
+    ap.add_argument("--timeout", type=float, default=grader.DEFAULT_TIMEOUT, metavar="SECONDS",
+                    help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g})")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="grade N submissions at once (one GPU each where there are several)")
+    return ap
+
+
+def _usage_error(msg: str) -> int:
+    print(f"gpucourse grade: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def main(argv=None) -> int:
+    ap = _parser()
+    try:
+        args = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
+    except SystemExit as exc:  # argparse: --help exits 0, usage errors 2
+        return int(exc.code or 0)
+    from .. import device
+    from ..exercises import all_ids, get
+
+    try:
+        ex = get(args.exercise)
+    except KeyError:
+        return _usage_error(f"unknown exercise {args.exercise!r}; known exercises: {', '.join(all_ids())}")
+    if ex.gpu_only and not device.on_gpu():
+        return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode")
+    for path in args.submissions:
+        if not os.path.exists(path):
+            return _usage_error(f"no such submission: {path}")
+        if os.path.isdir(path):
+            return _usage_error(f"{path} is a directory; pass its files (e.g. {path}/*.py {path}/*.ipynb)")
+        if not path.endswith((".py", ".ipynb")):
+            return _usage_error(f"{path}: a submission must be a .py file or an .ipynb notebook")
+    if args.timeout <= 0 or args.jobs < 1:
+        return _usage_error("--timeout must be > 0 and --jobs >= 1")
+    report = grader.grade(ex, args.submissions, timeout=args.timeout, jobs=args.jobs)
+    if args.json:
+        grader.write_json(report, args.json)
+    if args.csv:
+        grader.write_csv(report, args.csv)
+    width = max(len(r["submission"]) for r in report["results"])
+    for r in report["results"]:
+        flags = f"  [flags: {'; '.join(r['flags'])}]" if r["flags"] else ""
+        print(f"{r['submission']:<{width}}  {r['status']:<8} {r['score']:.2f}  {r['message']}{flags}")
+    print(f"({report['environment']['fingerprint']})")
+    internal = any("internal grader error" in r["flags"] for r in report["results"])
+    return 1 if internal else 0

@@ -1,0 +1,174 @@
+"""Compare a learner's output with the reference and say *where* it is wrong.
+
+Used by the in-notebook checker and by the batch grader's parent process alike. The tolerance is elementwise
+``|got - expected| <= atol + rtol*|expected|`` with ``atol`` scaled by the largest reference magnitude (never a pure
+absolute tolerance that lets zeros pass); a NaN or Inf in the output matches only a NaN or the same Inf in the
+reference (NaN is never a wildcard); elements that still hold the poison pattern are reported as never written.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import guards
+
+MAX_SHOWN = 5
+
+
+@dataclasses.dataclass
+class Mismatch:
+    """Where and how much an output differs from the reference; ``ok`` when it matches within tolerance."""
+
+    ok: bool
+    problems: list  # one sentence each, most important first
+    n_bad: int = 0
+    numel: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    bad_mask: torch.Tensor | None = None  # bool, the output's shape (for heatmaps)
+    hints: list = dataclasses.field(default_factory=list)
+
+    def text(self) -> str:
+        return "\n".join(self.problems + [f"hint: {h}" for h in self.hints])
+
+
+def _index(flat: int, shape) -> tuple:
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat % s)
+        flat //= s
+    return tuple(reversed(idx))
+
+
+def _fmt_idx(i: tuple) -> str:
+    return str(i[0]) if len(i) == 1 else "(" + ", ".join(map(str, i)) + ")"
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def check_meta(expected: torch.Tensor, got, device_type: str | None = None, got_device: str | None = None) -> list:
+    """Problems with the type, shape, dtype or device of ``got``; empty when they are right."""
+    if got is None:
+        return ["returned None: return the output tensor (did you forget `return out`?)"]
+    if not isinstance(got, torch.Tensor):
+        return [f"returned a {type(got).__name__}, expected a torch.Tensor of shape {tuple(expected.shape)} "
+                f"and dtype {str(expected.dtype).replace('torch.', '')}"]
+    problems = []
+    if tuple(got.shape) != tuple(expected.shape):
+        problems.append(f"wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}")
+    if got.dtype != expected.dtype:
+        problems.append(f"wrong dtype: expected {str(expected.dtype).replace('torch.', '')}, "
+                        f"got {str(got.dtype).replace('torch.', '')}")
+    dev = got_device or str(got.device)
+    if device_type is not None and not dev.startswith(device_type):
+        problems.append(f"wrong device: expected the inputs' device ({device_type}), got {dev}")
+    return problems
+
+
+def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_scale: float,
+                   hint_tf32: bool = False) -> Mismatch:
+    """Elementwise comparison of two tensors of the same shape (dtype may differ: compared in float64)."""
+    numel = expected.numel()
+    if numel == 0:
+        return Mismatch(ok=True, problems=[], numel=0)
+    exp_c = expected.detach().cpu()
+    got_c = got.detach().cpu()
+    never = guards.is_poison(got_c) if got_c.dtype == exp_c.dtype else torch.zeros(got_c.shape, dtype=torch.bool)
+    e = exp_c.to(torch.float64)
+    g = got_c.to(torch.float64)
+    finite_e = torch.isfinite(e)
+    scale = float(e[finite_e].abs().max()) if bool(finite_e.any()) else 0.0
+    atol = atol_scale * scale
+    diff = (g - e).abs()
+    close = diff <= atol + rtol * e.abs()
+    # Non-finite values match only the same non-finite value in the reference.
+    both_nan = torch.isnan(e) & torch.isnan(g)
+    same_inf = torch.isinf(e) & (g == e)
+    close = (close & torch.isfinite(g) & finite_e) | both_nan | same_inf
+    bad = ~close
+    n_bad = int(bad.sum())
+    fin = finite_e & torch.isfinite(g)
+    max_abs = float(diff[fin].max()) if bool(fin.any()) else 0.0
+    rel = diff / e.abs().clamp_min(max(atol, 1e-30))
+    max_rel = float(rel[fin].max()) if bool(fin.any()) else 0.0
+    if n_bad == 0:
+        return Mismatch(ok=True, problems=[], numel=numel, max_abs=max_abs, max_rel=max_rel, bad_mask=bad)
+
+    problems = []
+    flat_bad = bad.reshape(-1)
+    flat_never = never.reshape(-1) & flat_bad
+    n_never = int(flat_never.sum())
+    if n_never:
+        first = int(flat_never.nonzero()[0])
+        last_bad = int(flat_bad.nonzero()[-1])
+        tail = n_never == numel - first and last_bad == numel - 1 and got.dim() <= 1
+        where = (f"the tail from index {first} on" if tail
+                 else f"first at index {_fmt_idx(_index(first, got.shape))}")
+        problems.append(f"elements never written: {n_never} of {numel} still hold the poison the output was "
+                        f"filled with before your call ({where}); check the mask and the grid size")
+    else:
+        zeros = (g.reshape(-1) == 0) & flat_bad
+        if int(zeros.sum()) == n_bad and n_bad > 1:
+            first = int(flat_bad.nonzero()[0])
+            problems.append(f"{n_bad} wrong elements are all 0 (first at index {_fmt_idx(_index(first, got.shape))})"
+                            f": elements never written into a zero-initialised output?")
+    nan_bad = int((torch.isnan(g) & ~torch.isnan(e) & ~never).sum())
+    inf_bad = int((torch.isinf(g) & ~torch.isinf(e)).sum())
+    if nan_bad or inf_bad:
+        problems.append(f"non-finite output where the reference is finite: {nan_bad} NaN, {inf_bad} Inf")
+    idx = flat_bad.nonzero().reshape(-1)[:MAX_SHOWN].tolist()
+    shown = ", ".join(f"[{_fmt_idx(_index(i, got.shape))}] expected {_fmt(float(e.reshape(-1)[i]))} "
+                      f"got {_fmt(float(g.reshape(-1)[i]))}" for i in idx)
+    errors = (f"max abs error {_fmt(max_abs)}, max rel error {_fmt(max_rel)} over finite elements"
+              if bool((bad & fin).any()) else "no finite element is wrong")
+    problems.append(f"{n_bad} of {numel} elements differ (first mismatches: {shown}); {errors} "
+                    f"(tolerance: rtol {rtol:g}, atol {atol:.3g} = {atol_scale:g} x max|expected|)")
+    hints = _precision_hints(e, g, bad & fin, exp_c.dtype, hint_tf32)
+    return Mismatch(ok=False, problems=problems, n_bad=n_bad, numel=numel, max_abs=max_abs, max_rel=max_rel,
+                    bad_mask=bad, hints=hints)
+
+
+def _precision_hints(e, g, bad_finite, dtype, hint_tf32: bool) -> list:
+    """Name the likely cause when the errors are small and spread out, like rounding to fewer mantissa bits."""
+    if dtype != torch.float32 or int(bad_finite.sum()) == 0:
+        return []
+    rel = ((g - e).abs() / e.abs().clamp_min(1e-30))[bad_finite]
+    typical = float(rel.median())
+    if 1e-4 < typical < 3e-3:
+        if hint_tf32:
+            return ["relative errors near 1e-3 look like TF32 (fp32 inputs rounded to 10 mantissa bits in "
+                    "tl.dot or torch matmul): use input_precision='ieee' in tl.dot / "
+                    "torch.backends.cuda.matmul.allow_tf32 = False, or fp16 accumulation"]
+        return ["relative errors near 1e-3 look like fp16 arithmetic or accumulation: compute in float32"]
+    if 3e-3 <= typical < 3e-2:
+        return ["relative errors near 4e-3 look like bf16 arithmetic or accumulation: compute in float32"]
+    return []
+
+
+def compare_scalar(expected, got, rtol: float, atol_scale: float) -> Mismatch:
+    """For exercises whose answer is a number (kind "none"): same rule as tensors, NaN never matches."""
+    try:
+        g = float(got.item() if isinstance(got, torch.Tensor) else got)
+    except (TypeError, ValueError, RuntimeError):
+        return Mismatch(ok=False, problems=[f"returned {type(got).__name__}, expected a number"])
+    e = float(expected.item() if isinstance(expected, torch.Tensor) else expected)
+    ok = g == g and abs(g - e) <= atol_scale * abs(e) + rtol * abs(e)
+    return Mismatch(ok=ok, problems=[] if ok else [f"expected {_fmt(e)}, got {_fmt(g)}"], n_bad=0 if ok else 1,
+                    numel=1, max_abs=abs(g - e) if g == g else float("nan"))
+
+
+def heatmap(mask: torch.Tensor, title: str = "mismatching elements"):
+    """Plot a 2-D bool mask of wrong elements (notebooks only: needs matplotlib)."""
+    import matplotlib.pyplot as plt
+
+    m = mask.detach().cpu().to(torch.float32)
+    fig, ax = plt.subplots(figsize=(min(8, 2 + m.shape[1] / 16), min(6, 1.5 + m.shape[0] / 16)))
+    ax.imshow(m.numpy(), cmap="Reds", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
+    ax.set_title(f"{title} ({int(mask.sum())} of {mask.numel()})")
+    ax.set_xlabel("column")
+    ax.set_ylabel("row")
+    plt.show()
+    return fig

@@ -1,0 +1,437 @@
+"""The batch grader behind ``gpucourse grade``: every submission in its own process, verdicts decided here.
+
+Security model (submissions are careless at best and hostile at worst):
+
+* The seed of the inputs (``os.urandom``), the reference outputs and the comparison never leave this process. The
+  worker (worker.py) gets one case's inputs at a time over a dedicated pipe and returns the raw outputs over another;
+  this process compares them with its own reference. Printing "PASSED", exiting early, caching outputs between calls,
+  or monkeypatching torch or the checker inside the worker changes nothing here: only correct outputs for fresh
+  random inputs pass.
+* Messages are read with ``torch.load(weights_only=True)`` and a size cap: a hostile worker can send wrong data but
+  cannot run code in the grader.
+* Each submission runs in a fresh process in its own session (process group), in its own temporary directory and
+  Triton cache, with ``RLIMIT_CORE=0``, ``RLIMIT_FSIZE`` and (CPU mode only: CUDA reserves huge virtual ranges)
+  ``RLIMIT_AS``. Its stdout/stderr are drained into bounded buffers. On timeout, and always at the end, the whole
+  process group is killed. A crash, hang or CUDA fault therefore cannot reach the next submission; with several GPUs
+  each job gets its own through ``CUDA_VISIBLE_DEVICES``.
+* Outputs are poisoned and inputs surrounded by canaries (guards.py); every case runs twice where races are possible.
+
+Known limitation, stated honestly: the submission shares the worker's process, so what the worker *reports about
+itself* — which kernels were launched, which torch ops were called, allocation overruns, GPU timings — can be
+forged by code written to do so (for example by writing a forged message to the result pipe, or by patching the
+launch counters). Correctness cannot be forged that way: a forged message still has to carry the right outputs. To
+make forging visible, the grader scans the source and *flags* (without changing the status) code that reaches for
+the grader's machinery (``gc.get_objects``, ``sys.modules``, ``gpucourse.grading``, ``os._exit``, ``ctypes``,
+``/proc``, file descriptors...), so a human looks at it.
+
+Statuses: ``passed`` every correctness check passed; ``failed`` it ran but is wrong (wrong values, no required kernel
+launched, wrong shape/dtype, elements never written, out-of-bounds writes, nondeterminism, modified inputs);
+``error`` it could not be loaded or compiled, or raised; ``timeout`` over the time limit (an import that never
+finishes included); ``crashed`` the process died (segfault, abort, ``os._exit``, a CUDA fault). Score: the fraction of
+cases passed for passed/failed, 0 for error, timeout and crashed.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import dataclasses
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+
+from .. import device as _device
+from .. import env as _env
+from . import checker, launches, protocol
+
+STATUSES = ("passed", "failed", "error", "timeout", "crashed")
+DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
+MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
+FSIZE_MB = 256  # largest file a submission may write
+OUTPUT_KEEP = 32 * 1024  # bytes of stdout/stderr kept per stream (first and last half)
+
+SUSPICIOUS = [  # (regex, why a human should look)
+    (r"\bgc\s*\.\s*get_objects|\bgc\s*\.\s*get_referr", "walks the garbage collector (gc.get_objects/referrers)"),
+    (r"\bsys\s*\.\s*modules\b", "touches sys.modules"),
+    (r"gpucourse\s*\.\s*grading|from\s+gpucourse\s+import\s+grading|gpucourse\.exercises",
+     "reaches into the grader or the exercise specs"),
+    (r"\bos\s*\.\s*_exit\b|\bos\s*\.\s*kill\b|\bsignal\s*\.", "exits or signals the process itself"),
+    (r"\bctypes\b|\bcffi\b", "uses ctypes/cffi (raw memory access)"),
+    (r"/proc/|\bos\s*\.\s*(write|fdopen|dup2?)\b|\bfdopen\b", "writes to raw file descriptors or reads /proc"),
+    (r"\bsys\s*\._getframe\b|\binspect\s*\.\s*(stack|currentframe)|\bf_back\b", "inspects the caller's frames"),
+    (r"\bbuiltins\b|__builtins__", "modifies builtins"),
+    (r"setattr\s*\(\s*(torch|triton)|\btorch\s*\.\s*\w+\s*=[^=]|\btorch\.Tensor\s*\.\s*\w+\s*=[^=]|"
+     r"\btriton\s*\.[\w.]+\s*=[^=]", "monkeypatches torch or triton"),
+    (r"\bsubprocess\b|\bos\s*\.\s*(system|popen|fork)\b|\bmultiprocessing\b", "starts other processes"),
+    (r"\bsocket\b|\burllib\b|\brequests\b", "uses the network"),
+]
+
+
+@dataclasses.dataclass
+class Result:
+    submission: str
+    status: str
+    score: float
+    message: str
+    checks: list = dataclasses.field(default_factory=list)  # [{"name", "passed", "detail"}]
+    flags: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"submission": self.submission, "status": self.status, "score": float(self.score),
+                "message": self.message, "checks": self.checks, "flags": self.flags, "seconds": self.seconds}
+
+
+class _Capped:
+    """Drains a pipe in a thread, keeping the first and last OUTPUT_KEEP/2 bytes and counting the rest."""
+
+    def __init__(self, stream):
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream):
+        half = OUTPUT_KEEP // 2
+        try:
+            while chunk := stream.read1(1 << 16):
+                self.total += len(chunk)
+                room = half - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail = (self.tail + chunk)[-half:]
+        except (OSError, ValueError):
+            pass
+
+    def text(self) -> str:
+        dropped = self.total - len(self.head) - len(self.tail)
+        mid = f"\n[... {dropped} bytes left out ...]\n" if dropped > 0 else ""
+        return (bytes(self.head).decode(errors="replace") + mid + bytes(self.tail).decode(errors="replace"))
+
+
+def static_flags(source: str) -> list:
+    """Reasons, from the source text alone, for a human to look at a submission."""
+    return [f"source {why}" for pattern, why in SUSPICIOUS if re.search(pattern, source)]
+
+
+def _read_source(path: str) -> str:
+    try:
+        if path.endswith(".ipynb"):
+            from .worker import notebook_source
+
+            return notebook_source(path)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except Exception:  # an unreadable file is reported by the worker as an error
+        return ""
+
+
+def _worker_env(gpu: str | None, tmp: str) -> dict:
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+               GPUCOURSE_MODE=_device.mode(), TRITON_CACHE_DIR=os.path.join(tmp, ".triton"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, ".inductor"))
+    if _device.mode() == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    return env
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _unpack(value):
+    """A returned value as the worker described it: a tensor, a number, or something else (kept as a string)."""
+    if not isinstance(value, dict):
+        raise protocol.Malformed("result value is not a dict")
+    if "tensor" in value:
+        t = value["tensor"]
+        if type(t) is not torch.Tensor:
+            raise protocol.Malformed("tensor field is not a tensor")
+        return t, str(value.get("device", "?"))
+    if "number" in value:
+        return float(value["number"]), None
+    return _Opaque(str(value.get("type", "?"))), None
+
+
+class _Opaque:
+    """Stands for a returned object that is neither a tensor nor a number (e.g. None, a list)."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+
+def _meta_problem(expected, out) -> list:
+    if isinstance(out, _Opaque):
+        if out.type_name == "NoneType":
+            return ["returned None: return the output tensor (did you forget `return out`?)"]
+        return [f"returned a {out.type_name}, expected a torch.Tensor"]
+    return []
+
+
+def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int = MEMORY_MB) -> Result:
+    """Grade one submission in a fresh, isolated worker process."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    result = Result(submission=path, status="error", score=0.0, message="")
+    result.flags += static_flags(_read_source(path))
+    tmp = tempfile.mkdtemp(prefix="gpucourse-grade-")
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    proc = out_cap = err_cap = None
+    seed, nonce = checker.new_seed(), os.urandom(16).hex()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
+             "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)],
+            cwd=tmp, env=_worker_env(gpu, tmp), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, pass_fds=(to_r, from_w), start_new_session=True)
+        os.close(to_r)
+        os.close(from_w)
+        to_r = from_w = None
+        protocol.nonblocking(to_w)
+        protocol.nonblocking(from_r)
+        out_cap, err_cap = _Capped(proc.stdout), _Capped(proc.stderr)
+        _converse(ex, path, result, seed, nonce, to_w, from_r, deadline)
+    except protocol.Timeout:
+        result.status, result.score = "timeout", 0.0
+        result.message = f"over the time limit of {timeout:g} s (a hang, an endless loop, or a slow import?)"
+    except protocol.Closed:
+        code = _wait_exit(proc)
+        result.status, result.score = "crashed", 0.0
+        if code is not None and code < 0:
+            result.message = f"the process died: killed by {_signal_name(code)}"
+        else:
+            result.message = (f"the process exited (code {code}) before grading finished: os._exit(), a fatal "
+                              f"error, or a CUDA fault")
+    except protocol.Malformed as exc:
+        result.status, result.score = "error", 0.0
+        result.message = f"the worker sent a malformed message ({exc}); the submission tampered with the channel?"
+        result.flags.append("tampered with the grader's channel")
+    finally:
+        for fd in (to_r, to_w, from_r, from_w):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        if proc is not None:
+            _kill_group(proc)
+        for cap in (out_cap, err_cap):
+            if cap is not None:
+                cap.thread.join(timeout=2)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if out_cap is not None:
+        total = out_cap.total + err_cap.total
+        if total > OUTPUT_KEEP:
+            result.flags.append(f"printed {total / 1e6:.1f} MB of output (kept the first and last "
+                                f"{OUTPUT_KEEP // 2048} KiB of each stream)")
+        if result.status in ("crashed", "error", "timeout"):
+            tail = err_cap.text()[-2000:].strip()
+            if tail:
+                for check in result.checks[-1:]:
+                    check["detail"] = (check["detail"] + "\nstderr (end):\n" + tail).strip()
+                if not result.checks:
+                    result.checks.append({"name": "load", "passed": False, "detail": "stderr (end):\n" + tail})
+    result.seconds = round(time.monotonic() - t0, 3)
+    return result
+
+
+def _wait_exit(proc) -> int | None:
+    try:
+        return proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r: int, deadline: float) -> None:
+    """The grading conversation with one worker; fills ``result``. Raises protocol.Timeout/Closed/Malformed."""
+
+    def expect(*kinds) -> dict:
+        msg = protocol.recv(from_r, deadline)
+        if msg.get("nonce") != nonce or msg.get("type") not in kinds:
+            raise protocol.Malformed(f"expected {'/'.join(kinds)}, got {str(msg.get('type'))[:40]!r}")
+        return msg
+
+    protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id,
+                         "submission": os.path.abspath(path)}, deadline)
+    msg = expect("ready", "load_error")
+    if msg["type"] == "load_error":
+        result.status, result.score = "error", 0.0
+        result.message = str(msg.get("message", "could not be loaded"))[:500]
+        result.checks.append({"name": "load", "passed": False, "detail": str(msg.get("traceback", ""))[-5000:]})
+        return
+    dev_type = "cuda" if _device.on_gpu() else "cpu"
+    all_ops: dict = {}
+    for index, case in enumerate(ex.cases):
+        args, expected = checker.make_case(ex, case, seed, index)
+        protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
+        msg = expect("result", "raised")
+        if msg.get("index") != index:
+            raise protocol.Malformed("result for the wrong case")
+        if msg["type"] == "raised":
+            result.status, result.score = "error", 0.0
+            last = (str(msg.get("traceback", "")).strip().splitlines() or [""])[-1][:200]
+            what = "raised NotImplementedError (not implemented yet)" if msg.get("not_implemented") else \
+                f"raised {last or str(msg.get('exc_type'))[:60]}"
+            result.message = f"{ex.function} {what} on case {case.name!r}"
+            result.checks.append({"name": case.name, "passed": False,
+                                  "detail": str(msg.get("traceback", ""))[-5000:]})
+            return
+        out, out_device = _unpack(msg["out"])
+        out2 = _unpack(msg["out2"])[0] if msg.get("out2") is not None else None
+        buffers = msg.get("buffers_after") or []
+        if len(buffers) != len(args) or any(b is not None and type(b) is not torch.Tensor for b in buffers):
+            raise protocol.Malformed("input buffers missing")
+        outcome = {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers,
+                   "triton_launches": dict(msg.get("triton_launches") or {}),
+                   "cuda_launches": dict(msg.get("cuda_launches") or {}),
+                   "overruns": [str(s) for s in (msg.get("overruns") or [])][:10]}
+        for op, n in dict(msg.get("ops") or {}).items():
+            all_ops[str(op)] = all_ops.get(str(op), 0) + (n if isinstance(n, int) else 0)
+        verdict = checker.evaluate(ex, case, args, expected, outcome, dev_type)
+        problems = _meta_problem(expected, out) or verdict.problems
+        passed = verdict.passed and not _meta_problem(expected, out)
+        result.checks.append({"name": case.name, "passed": passed,
+                              "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}"
+                                                                                  for h in verdict.hints])})
+    calls = launches.reference_calls(all_ops, ex.reference_ops)
+    if calls:
+        result.flags.append(f"calls {', '.join(calls)}: the torch op this exercise asks to implement")
+    n_pass = sum(c["passed"] for c in result.checks)
+    result.score = n_pass / len(result.checks) if result.checks else 0.0
+    if n_pass == len(result.checks):
+        result.status, result.message = "passed", f"all {n_pass} cases passed"
+    else:
+        first = next(c for c in result.checks if not c["passed"])
+        result.status = "failed"
+        result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
+                          f"{first['name']}: {first['detail'].splitlines()[0]}")
+    if result.status == "passed" and ex.perf is not None and _device.on_gpu():
+        protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
+        perf = expect("perf").get("perf") or {}
+        if "error" in perf:
+            result.flags.append(f"speed could not be measured: {str(perf['error'])[:200]}")
+        elif perf:
+            result.message += f"; speed (self-reported by the worker): {str(perf.get('text'))[:300]}"
+            if perf.get("suspicious"):
+                result.flags.append("speed above the device's physical limit: " + "; ".join(
+                    str(w) for w in perf.get("warnings", []))[:300])
+            elif not perf.get("met"):
+                result.flags.append(f"below the speed target: {str(perf.get('text'))[:200]}")
+    protocol.send(to_w, {"type": "bye", "nonce": nonce}, deadline)
+    expect("done")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _gpu_slots(jobs: int) -> list:
+    """The CUDA_VISIBLE_DEVICES value for each job slot: one GPU each where there are several, else None."""
+    if not _device.on_gpu():
+        return [None] * jobs
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [s.strip() for s in visible.split(",") if s.strip()] if visible else \
+        [str(i) for i in range(torch.cuda.device_count())]
+    if len(ids) <= 1:
+        return [None] * jobs
+    return [ids[i % len(ids)] for i in range(jobs)]
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled, self.lock = total, 0, enabled, threading.Lock()
+
+    def update(self, r: Result) -> None:
+        with self.lock:
+            self.done += 1
+            if self.enabled:
+                width = 30
+                fill = int(width * self.done / max(1, self.total))
+                name = os.path.basename(r.submission)[:30]
+                sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total}  "
+                                 f"{name}: {r.status:<8}\033[K")
+                if self.done == self.total:
+                    sys.stderr.write("\n")
+                sys.stderr.flush()
+
+
+def environment() -> dict:
+    v = _env.versions()
+    return dict(v, fingerprint=_env.fingerprint(v))
+
+
+def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None) -> dict:
+    """Grade every path; returns ``{"exercise", "environment", "results"}`` with results in the given order."""
+    jobs = max(1, int(jobs))
+    slots: queue.Queue = queue.Queue()
+    for gpu in _gpu_slots(jobs):
+        slots.put(gpu)
+    bar = _Progress(len(paths), sys.stderr.isatty() if progress is None else progress)
+
+    def task(path):
+        gpu = slots.get()
+        try:
+            r = grade_one(ex, path, timeout, gpu)
+        except Exception as exc:  # a grader bug: say so, never blame the submission
+            r = Result(submission=path, status="error", score=0.0,
+                       message=f"INTERNAL GRADER ERROR (not the submission's fault): {exc!r}",
+                       flags=["internal grader error"])
+        finally:
+            slots.put(gpu)
+        bar.update(r)
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(task, paths))
+    return {"exercise": ex.id, "environment": environment(), "results": [r.to_dict() for r in results]}
+
+
+def write_json(report: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+
+
+CSV_COLUMNS = ["submission", "status", "score", "message", "seconds", "flags", "gpu", "driver", "torch", "triton",
+               "mode", "fingerprint"]
+
+
+def write_csv(report: dict, path: str) -> None:
+    env = report["environment"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for r in report["results"]:
+            w.writerow({"submission": r["submission"], "status": r["status"], "score": f"{r['score']:.4f}",
+                        "message": r["message"], "seconds": r["seconds"], "flags": "; ".join(r["flags"]),
+                        "gpu": env.get("gpu") or "CPU", "driver": env.get("driver") or "",
+                        "torch": env.get("torch"), "triton": env.get("triton") or "", "mode": env.get("mode"),
+                        "fingerprint": env.get("fingerprint")})

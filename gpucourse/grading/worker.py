@@ -1,0 +1,181 @@
+"""The subprocess side of the batch grader: load one submission, run it on the cases the grader sends, send back
+what it returned. Run as ``python -m gpucourse.grading.worker --rfd R --wfd W`` by grader.py, never by hand.
+
+The worker knows no seed and no reference: it receives one case's inputs at a time and returns the raw outputs (and
+the input buffers, for the canary check); the grader decides. It limits its own resources before anything else runs.
+Everything it needs after the submission is loaded (the channel's functions, the nonce, the launch counters) is
+bound to local names first, so a submission that monkeypatches modules does not reach them by accident; a
+deliberately hostile one can (same process), which is why the grader also scans the source and flags such code.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import sys
+import traceback
+
+
+def _limit(mem_mb: int, fsize_mb: int, limit_address_space: bool) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    fsize = fsize_mb << 20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    if limit_address_space and mem_mb > 0:  # CUDA reserves huge virtual ranges: only in CPU mode
+        resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
+
+
+_CELL_MAGICS_RUN_BODY = ("%%time", "%%timeit", "%%capture", "%%prun")
+_LINE_SKIP = re.compile(r"^(\s*)(?:[%!]|\w+\s*=\s*[%!])")
+
+
+def notebook_source(path: str) -> str:
+    """The code cells of a notebook as one Python program: IPython magics and shell lines become ``pass`` (same
+    indentation, so blocks stay valid); ``%%time``-style cell magics run their body, other cell magics are skipped."""
+    import json  # not nbformat: the worker must not need Jupyter packages to read a notebook's cells
+
+    with open(path, encoding="utf-8") as f:
+        nb = json.load(f)
+    parts = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        lines = ("".join(source) if isinstance(source, list) else str(source)).splitlines()
+        if lines and lines[0].lstrip().startswith("%%"):
+            if lines[0].split()[0] not in _CELL_MAGICS_RUN_BODY:
+                parts.append(f"# cell {i}: skipped {lines[0].split()[0]} cell magic\n")
+                continue
+            lines = ["pass  # " + lines[0]] + lines[1:]
+        out = []
+        for line in lines:
+            m = _LINE_SKIP.match(line)
+            out.append(f"{m.group(1)}pass  # skipped: {line.strip()}" if m else line)
+        parts.append(f"# cell {i}\n" + "\n".join(out) + "\n")
+    return "\n".join(parts)
+
+
+def _display(*objs, **_):  # notebooks call display(); outside IPython print is the honest equivalent
+    for o in objs:
+        print(repr(o))
+
+
+def _plain(x, torch):
+    """A returned value as something the grader can read: plain CPU tensor, number, or a description."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if type(t) is not torch.Tensor:
+            t = t.as_subclass(torch.Tensor)
+        return {"tensor": t.to("cpu", copy=True).contiguous(), "device": str(x.device),
+                "stride": list(x.stride())}
+    if isinstance(x, bool) or x is None:
+        return {"other": repr(x)[:200], "type": type(x).__name__}
+    if isinstance(x, (int, float)):
+        return {"number": float(x)}
+    return {"other": repr(x)[:200], "type": type(x).__name__}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rfd", type=int, required=True)
+    ap.add_argument("--wfd", type=int, required=True)
+    ap.add_argument("--mem-mb", type=int, default=0)
+    ap.add_argument("--fsize-mb", type=int, default=256)
+    args = ap.parse_args(argv)
+    gpu_mode = os.environ.get("GPUCOURSE_MODE") == "gpu"
+    _limit(args.mem_mb, args.fsize_mb, limit_address_space=not gpu_mode)
+    rfd, wfd = args.rfd, args.wfd
+    os.set_inheritable(rfd, False)
+    os.set_inheritable(wfd, False)
+
+    import gpucourse  # noqa: F401  (selects the mode and sets TRITON_INTERPRET before triton loads)
+    import torch
+
+    from ..exercises import get
+    from . import checker, launches, protocol
+
+    send, recv, plain = protocol.send, protocol.recv, _plain
+    exit_now, flush = os._exit, sys.stdout.flush
+    hello = recv(rfd)
+    nonce = hello["nonce"]
+    ex = get(hello["exercise"])
+    run_case, learner_tb, measure_perf = checker.run_case, checker.learner_traceback, checker.measure_perf
+    to_device, dev = checker.to_device, gpucourse.torch_device()
+    if ex.kind == "triton":
+        launches.install()  # before the submission: its kernels are created with the hooks already in place
+
+    def reply(kind: str, **fields) -> None:
+        send(wfd, dict(fields, type=kind, nonce=nonce))
+
+    path = hello["submission"]
+    try:
+        if path.endswith(".ipynb"):
+            source = notebook_source(path)
+            filename = os.path.join(os.getcwd(), os.path.splitext(os.path.basename(path))[0] + "_notebook.py")
+            with open(filename, "w") as f:
+                f.write(source)
+        else:
+            filename = path
+            with open(path, encoding="utf-8", errors="replace") as f:
+                source = f.read()
+        code = compile(source, filename, "exec")
+    except SyntaxError as exc:
+        reply("load_error", message=f"syntax error: {exc.msg} (line {exc.lineno})",
+              traceback="".join(traceback.format_exception_only(type(exc), exc)))
+        return 0
+    except Exception as exc:
+        reply("load_error", message=f"could not read the submission: {exc}", traceback="")
+        return 0
+    module = type(sys)("submission")
+    module.__file__ = filename
+    module.__dict__["display"] = _display
+    sys.modules["submission"] = module
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        reply("load_error", message=f"the submission called exit({exc.code!r}) while loading",
+              traceback=learner_tb(exc))
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its error
+        reply("load_error", message=f"raised {type(exc).__name__} while loading: {str(exc)[:300]}",
+              traceback=learner_tb(exc))
+        return 0
+    fn = module.__dict__.get(ex.function)
+    if not callable(fn):
+        reply("load_error", message=f"does not define `{ex.function}` at top level (expected {ex.signature})",
+              traceback="")
+        return 0
+    reply("ready")
+
+    while True:
+        msg = recv(rfd)
+        if msg.get("type") == "case":
+            try:
+                case_args = to_device(msg["args"], dev)
+                outcome = run_case(ex, fn, case_args)
+            except BaseException as exc:  # noqa: BLE001
+                flush()
+                reply("raised", index=msg["index"], exc_type=type(exc).__name__,
+                      not_implemented=isinstance(exc, NotImplementedError), traceback=learner_tb(exc)[-20000:])
+                continue
+            flush()
+            reply("result", index=msg["index"], out=plain(outcome["out"], torch),
+                  out2=plain(outcome["out2"], torch) if outcome["out2"] is not None else None,
+                  buffers_after=[b.detach().to("cpu", copy=True) if b is not None else None
+                                 for b in outcome["buffers_after"]],
+                  triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
+                  ops=outcome["ops"], overruns=outcome["overruns"])
+        elif msg.get("type") == "perf":
+            try:
+                perf = measure_perf(ex, fn)
+            except BaseException as exc:  # noqa: BLE001
+                perf = {"error": learner_tb(exc).strip().splitlines()[-1]}
+            reply("perf", perf=perf)
+        else:
+            flush()
+            reply("done")
+            exit_now(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The in-notebook checker: what `check()` says about right and wrong answers, on CPU in a second or two."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gpucourse
+from gpucourse.exercises import Case, all_ids, get
+from gpucourse.grading import checker, compare, guards
+
+
+def _relu_ok(x):
+    return torch.clamp_min(x, 0.0)
+
+
+def test_registry():
+    assert {"relu", "vector_add"} <= set(all_ids())
+    ex = get("vector_add")
+    assert ex.kind == "triton" and ex.function == "vector_add" and ex.perf.target == 0.8
+    names = [c.name for c in ex.cases]
+    assert any("1023" in n for n in names) and any("1025" in n for n in names) and any("strided" in n for n in names)
+    with pytest.raises(KeyError, match="known exercises"):
+        get("nope")
+
+
+def test_check_is_exported():
+    assert gpucourse.check is checker.check and "check" in gpucourse.__all__
+
+
+def test_correct_answer_passes(capsys):
+    r = gpucourse.check("relu", _relu_ok)
+    assert r.passed and r.status == "passed" and len(r.cases) == len(get("relu").cases)
+    assert "all 6 cases passed" in capsys.readouterr().out
+
+
+def test_first_bad_index_and_errors_are_reported():
+    def off_by_one(x):
+        out = torch.clamp_min(x, 0.0).reshape(-1).clone()
+        out[5:] += 1.0
+        return out.reshape(x.shape)
+
+    r = checker.check("relu", off_by_one, quiet=True)
+    assert r.status == "failed"
+    case = next(c for c in r.cases if c.name == "n=1023 with zeros")
+    text = "\n".join(case.problems)
+    assert "first mismatches: [5] expected" in text and "max abs error 1" in text
+
+
+def test_elements_never_written_tail():
+    def tail_unwritten(x):
+        out = torch.empty_like(x)
+        flat = out.reshape(-1)
+        n = flat.numel()
+        flat[: n - n // 3] = torch.clamp_min(x.reshape(-1)[: n - n // 3], 0.0)
+        return out
+
+    r = checker.check("relu", tail_unwritten, quiet=True)
+    case = next(c for c in r.cases if c.name == "n=1023 with zeros")
+    assert "elements never written: 341 of 1023" in case.problems[0] and "tail from index 682" in case.problems[0]
+
+
+def test_zeros_never_pass_and_nan_is_not_a_wildcard():
+    exp = torch.tensor([1.0, 2.0, 3.0])
+    assert not compare.compare_values(exp, torch.zeros(3), 1e-3, 1e-3).ok
+    nan = compare.compare_values(exp, torch.tensor([1.0, float("nan"), 3.0]), 1.0, 1.0)
+    assert not nan.ok and "1 NaN" in nan.text()
+    assert not compare.compare_values(torch.zeros(3), torch.full((3,), float("nan")), 1.0, 1.0).ok
+    assert compare.compare_values(exp, exp.clone(), 0.0, 0.0).ok
+
+
+def test_wrong_dtype_is_named():
+    r = checker.check("relu", lambda x: torch.relu(x).double(), quiet=True)
+    assert r.status == "failed"
+    assert "wrong dtype: expected float32, got float64" in r.cases[0].problems
+
+
+def test_wrong_shape_and_none_are_named():
+    r = checker.check("relu", lambda x: torch.relu(x).reshape(-1, 1), quiet=True)
+    assert any("wrong shape" in p for p in r.cases[0].problems)
+    r = checker.check("relu", lambda x: None, quiet=True)
+    assert "returned None" in r.cases[0].problems[0]
+
+
+def test_fp16_hint():
+    r = checker.check("relu", lambda x: torch.relu(x).half().float(), quiet=True)
+    hints = [h for c in r.cases for h in c.hints]
+    assert any("fp16" in h for h in hints)
+
+
+def test_modified_input_is_caught():
+    r = checker.check("relu", lambda x: x.relu_(), quiet=True)
+    assert r.status == "failed" and any("modified its input" in p for c in r.cases for p in c.problems)
+
+
+def test_kernel_not_launched_message(capsys):
+    r = checker.check("vector_add", lambda x, y: x + y)
+    assert r.status == "failed"
+    assert all("no Triton kernel was launched" in c.problems[-1] for c in r.cases)
+    assert "x + y do not count" in capsys.readouterr().out
+
+
+def test_triton_answer_passes_and_launches_are_counted():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, sx, sy, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs * sx, mask=mask) + tl.load(y_ptr + offs * sy, mask=mask),
+                 mask=mask)
+
+    def vector_add(x, y):
+        out = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
+        add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), x.stride(0), y.stride(0), BLOCK=1024)
+        return out
+
+    r = checker.check("vector_add", vector_add, quiet=True)
+    assert r.passed, r.report()
+    ex = get("vector_add")
+    args, _ = checker.make_case(ex, ex.cases[0], 1, 0)
+    info = checker.run_call(ex, vector_add, checker.to_device(args, gpucourse.torch_device()))
+    assert info["triton_launches"] == {"add_kernel": 1}
+
+
+def test_learner_exception_is_their_traceback():
+    def buggy(x):
+        return x[10**9]
+
+    r = checker.check("relu", buggy, quiet=True)
+    assert r.status == "error"
+    assert "IndexError" in r.message and "in buggy" in r.message
+    assert "gpucourse/grading" not in r.message  # the checker's own frames are left out
+
+
+def test_not_implemented_does_not_raise(capsys):
+    def stub(x):
+        # YOUR CODE HERE
+        raise NotImplementedError
+
+    r = gpucourse.check("relu", stub)
+    assert r.status == "not implemented" and not r.passed
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_fresh_inputs_every_call():
+    seen = []
+    checker.check("relu", lambda x: seen.append(x.clone()) or torch.relu(x), quiet=True)
+    checker.check("relu", lambda x: seen.append(x.clone()) or torch.relu(x), quiet=True)
+    first, second = seen[1], seen[len(seen) // 2 + 1]
+    assert first.shape == second.shape and not torch.equal(first, second)
+
+
+def test_canaries_catch_out_of_bounds_writes():
+    x = torch.randn(10)[::2]
+    arg = guards.guarded(x)
+    buf = arg["buffer"].clone()
+    assert guards.canary_damage(arg, buf) == []
+    buf[arg["offset"] + 1] = 0.0  # the gap between elements 0 and 1 of the strided view
+    buf[arg["offset"] + 9] = 0.0  # just past the last element
+    assert guards.canary_damage(arg, buf) == [1, 9]
+    assert torch.equal(guards.view_of(arg), x)
+
+
+def test_poisoned_allocation_overrun_is_reported():
+    original = torch.empty
+    with guards.poisoned_allocations() as records:
+        out = torch.empty(8)
+        assert bool(guards.is_poison(out).all())
+        torch.as_strided(out, (10,), (1,)).fill_(1.0)  # 2 elements into the guard band after the 8
+    assert torch.empty is original  # the wrapper is removed afterwards
+    assert guards.overruns(records)[0].startswith("wrote 2 element(s) past the end of a 8-element output")
+
+
+def test_determinism_check():
+    ex = get("vector_add")
+    case = Case("tiny", {"n": 4})
+    args, expected = checker.make_case(ex, case, 3, 0)
+    noisy = {"out": expected.clone(), "out2": expected.clone() + 1e-7, "buffers_after": [None, None],
+             "triton_launches": {"k": 1}, "cuda_launches": {}, "overruns": []}
+    verdict = checker.evaluate(ex, case, args, expected, noisy, "cpu")
+    assert not verdict.passed and "nondeterministic" in verdict.problems[0]
+
+
+def test_heatmap_for_2d_outputs():
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    def half_wrong(x):
+        out = torch.relu(x).clone()
+        if out.dim() == 2:
+            out[: out.shape[0] // 2] = -1.0
+        return out
+
+    r = checker.check("relu", half_wrong, quiet=True)
+    case = next(c for c in r.cases if c.name == "2-D 37x64")
+    assert case.bad_mask is not None and case.bad_mask.shape == (37, 64)
+    assert int(case.bad_mask.sum()) == 18 * 64
+    fig = compare.heatmap(case.bad_mask)
+    assert fig.axes[0].get_title().startswith("mismatching elements (1152 of 2368)")

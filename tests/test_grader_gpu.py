@@ -1,0 +1,50 @@
+"""GPU only: a CUDA fault in one submission is contained in its process; the next submission is still graded."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.gpu
+def test_cuda_fault_is_contained(tmp_path):
+    fault = os.path.join(HERE, "submissions", "gpu", "crash_cuda_fault.py")
+    right = os.path.join(HERE, "submissions", "vector_add", "right_basic.py")
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", "vector_add", fault, right, right,
+                           "--json", str(out), "--timeout", "120"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())["results"]
+    assert results[0]["status"] in ("crashed", "error"), results[0]
+    assert [r["status"] for r in results[1:]] == ["passed", "passed"], results[1:]
+    assert "GB/s" in results[1]["message"]  # the speed line (GPU only), apart from the verdict
+
+
+@pytest.mark.gpu
+def test_perf_is_reported_apart_from_correctness(capsys):
+    import torch
+    import triton
+    import triton.language as tl
+
+    import gpucourse
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, sx, sy, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs * sx, mask=mask) + tl.load(y_ptr + offs * sy, mask=mask),
+                 mask=mask)
+
+    def vector_add(x, y):
+        out = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
+        add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), x.stride(0), y.stride(0), BLOCK=1024)
+        return out
+
+    r = gpucourse.check("vector_add", vector_add)
+    assert r.passed, r.report()
+    assert r.perf.startswith("speed (GPU, separate from correctness)") and "x a torch copy" in r.perf
