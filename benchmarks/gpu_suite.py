@@ -119,12 +119,12 @@ def run_grader(tag: str, exercise: str) -> tuple:
     return out.returncode == 0, [path] if path.exists() else []
 
 
-def run_benchmarks(tag: str, extra: dict) -> tuple:
+def run_benchmarks(tag: str, extra: dict, names: list | None) -> tuple:
     from gpucourse import benchmarks
 
     t0 = step("benchmarks")
     path = RESULTS / f"{tag}.json"
-    doc = benchmarks.run(out=None)
+    doc = benchmarks.run(names or None, out=None)
     doc["suite"] = extra
     path.write_text(json.dumps(doc, indent=1, default=str))
     ok = not any("error" in r for r in doc["results"].values())
@@ -139,6 +139,7 @@ def main() -> int:
     ap.add_argument("--skip-benchmarks", action="store_true")
     ap.add_argument("--notebooks", nargs="+", default=["notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb"],
                     help="globs relative to the repo (default: every notebook)")
+    ap.add_argument("--bench", nargs="*", default=[], help="benchmarks to run (default: all registered)")
     ap.add_argument("--pytest-args", default="tests", help="arguments for pytest (default: 'tests', everything)")
     ap.add_argument("--grade", nargs="*", default=[], help="exercises whose tests/submissions/<id> to grade")
     ap.add_argument("--archive", help="also write every produced file into this .tar.gz (refreshed after each step)")
@@ -166,7 +167,7 @@ def main() -> int:
     files += run_doctor(tag)
     archive()
     if not args.skip_benchmarks:
-        b_ok, f = run_benchmarks(tag, extra)
+        b_ok, f = run_benchmarks(tag, extra, args.bench)
         ok &= b_ok
         files += f
         archive()
