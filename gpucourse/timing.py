@@ -249,6 +249,11 @@ def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None =
     ``flops``: floating-point operations it does; ``dtype``: which tensor-core peak ``flops`` is compared with.
     ``warmup_ms``/``rep_ms``: how long to warm up and to measure (as in ``triton.testing.do_bench``).
     ``flush_l2``: on a GPU, evict L2 before each repeat so inputs come from device memory.
+
+    Compute-bound kernels on a power-capped GPU: clocks wander over longer than the default 100 ms window, so two
+    calls can differ by a few percent (on the course's H100, bf16 8192³ matmul medians varied with a CV of 3.5%, as
+    do_bench's did). Call :func:`settle` first and pass ``rep_ms=500`` for stable figures (CV 0.5% there); see
+    ``benchmarks/results/h100.json``, entry ``timing_agreement``.
     """
     if args or kwargs:
         call = lambda: fn(*args, **kwargs)  # noqa: E731
