@@ -206,7 +206,7 @@ def report(do_measure: bool = False) -> str:
     lines = ["gpucourse doctor", "================"]
     if f["mode"] == "gpu":
         caps = f["capabilities"]
-        lines += [f"mode:        GPU",
+        lines += ["mode:        GPU",
                   f"device:      {f['gpu']} (compute capability {f['compute_capability']}, {f['sm_count']} SMs, "
                   f"{f['memory_gib']} GiB, L2 {f['l2_mib']} MiB)",
                   "tensor cores: " + ", ".join(f"{k}={'yes' if caps[k] else 'no'}"

@@ -6,7 +6,6 @@ import importlib.metadata
 import platform
 import shutil
 import subprocess
-import sys
 
 from . import device
 
@@ -84,7 +83,3 @@ def setup(mode: str | None = None, quiet: bool = False) -> str:
         if device.in_colab() and selected == "cpu":
             print("  On Colab: Runtime > Change runtime type > T4 GPU gives you GPU mode.")
     return selected
-
-
-def python_executable() -> str:
-    return sys.executable

@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+import gpucourse
+from submissions_util import right_submission
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -27,23 +30,7 @@ def test_cuda_fault_is_contained(tmp_path):
 
 @pytest.mark.gpu
 def test_perf_is_reported_apart_from_correctness(capsys):
-    import torch
-    import triton
-    import triton.language as tl
-
-    import gpucourse
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, out_ptr, n, sx, sy, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs * sx, mask=mask) + tl.load(y_ptr + offs * sy, mask=mask),
-                 mask=mask)
-
-    def vector_add(x, y):
-        out = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
-        add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), x.stride(0), y.stride(0), BLOCK=1024)
-        return out
+    vector_add = right_submission("right_strided_kernel.py")
 
     r = gpucourse.check("vector_add", vector_add)
     assert r.passed, r.report()
