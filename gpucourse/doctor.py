@@ -8,21 +8,23 @@ import subprocess
 
 from . import device, env, specs
 
-# Lessons and what they need to run fully. "needs" are checked by _limits() below.
+# Lessons, what they need to run fully, and what CPU mode gives instead. "needs" are checked by limits() below.
+_TRITON_CPU = "Triton kernels run in the interpreter at small sizes; no timings"
 LESSONS = [
-    ("00", "start here", []),
-    ("01", "CPU vs GPU timing", ["gpu"]),
-    ("02", "the asynchronous pipeline", ["gpu"]),
-    ("03", "memory hierarchy and roofline", ["gpu", "triton"]),
-    ("04", "CUDA reduction (load_inline)", ["gpu", "nvcc", "ninja"]),
-    ("05", "Triton kernels", ["gpu", "triton", "bf16"]),
-    ("06", "tensor cores", ["gpu", "tf32", "bf16", "fp8"]),
-    ("07", "quantization", ["gpu", "triton"]),
-    ("08", "FlashAttention's online softmax", ["gpu", "triton", "bf16"]),
+    ("00", "start here", [], ""),
+    ("01", "CPU vs GPU timing", ["gpu"], "CPU timings only; GPU timing cells skip"),
+    ("02", "the asynchronous pipeline", ["gpu"], "the sync detector and timelines run on CPU; GPU timings skip"),
+    ("03", "memory hierarchy and roofline", ["gpu", "triton"], _TRITON_CPU),
+    ("04", "CUDA reduction (load_inline)", ["gpu", "nvcc", "ninja"],
+     "CUDA sources are compile-checked with nvcc, not run; the reduction is simulated in NumPy"),
+    ("05", "Triton kernels", ["gpu", "triton", "bf16"], _TRITON_CPU),
+    ("06", "tensor cores", ["gpu", "tf32", "bf16", "fp8"], "no tensor cores: results only, no timings"),
+    ("07", "quantization", ["gpu", "triton"], _TRITON_CPU),
+    ("08", "FlashAttention's online softmax", ["gpu", "triton", "bf16"], _TRITON_CPU),
 ]
 
 _WHY = {
-    "gpu": "no CUDA GPU: runs in CPU mode (Triton interpreter, small sizes, no timings)",
+    "gpu": "no CUDA GPU: CPU mode",
     "triton": "Triton is not installed: Triton kernels cannot run",
     "nvcc": "nvcc not found: CUDA sources cannot be compiled (install the CUDA toolkit)",
     "ninja": "ninja not found: torch.utils.cpp_extension cannot build (pip install ninja)",
@@ -161,11 +163,12 @@ def limits(f: dict) -> list:
         "fp8": bool(caps.get("fp8")),
     }
     rows = []
-    for lid, title, needs in LESSONS:
+    for lid, title, needs, cpu_note in LESSONS:
         missing = [n for n in needs if not have[n]]
         if not have["gpu"]:  # in CPU mode only the GPU reason (and missing tools) matter
             missing = [n for n in missing if n not in ("bf16", "tf32", "fp8")]
-        rows.append((lid, title, "full" if not missing else "limited", [_WHY[n] for n in missing]))
+        reasons = [_WHY[n] + (f" ({cpu_note})" if n == "gpu" and cpu_note else "") for n in missing]
+        rows.append((lid, title, "full" if not missing else "limited", reasons))
     return rows
 
 
