@@ -28,8 +28,9 @@ from .env import setup  # noqa: E402
 from . import specs  # noqa: E402
 from .timing import bench, compare, sweep  # noqa: E402
 from .grading.checker import check  # noqa: E402
+from .asyncqueue import synchronize  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["setup", "mode", "on_gpu", "torch_device", "size", "props", "capabilities", "has_bf16", "has_tf32", "has_fp8",
            "sm_number", "in_colab", "require_gpu", "skip_unless_gpu", "bench", "compare", "sweep", "check",
-           "ImportOrderError", "GPURequiredError"]
+           "ImportOrderError", "GPURequiredError", "synchronize"]

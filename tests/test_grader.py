@@ -19,9 +19,12 @@ from gpucourse.grading import grader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOLDER = os.path.join(HERE, "submissions", "vector_add")
-# Seconds per submission in these tests; two submissions hang on purpose. On a GPU each worker also initialises CUDA
-# and compiles its kernels into its own (private) Triton cache, which takes longer than the interpreter's start.
-TIMEOUT = 60 if gpucourse.on_gpu() else 15
+# Seconds per submission. The two that hang on purpose are graded in a second call with a short limit, so the limit
+# for everything else can be generous: a loaded 2-core CI machine must not turn a slow, correct submission into a
+# timeout. On a GPU each worker also initialises CUDA and compiles into its own Triton cache.
+TIMEOUT = 180 if gpucourse.on_gpu() else 120
+HANG_TIMEOUT = 10
+HANGS = ("hang_infinite_loop.py", "timeout_import.py")
 
 # file -> (status, substring of the message (None: any), substrings that must appear among the flags)
 EXPECTED = {
@@ -65,14 +68,21 @@ def _grade(args, **kw):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """Everything but the two hangs in one call (its exit status, JSON order and CSV are what the contract tests
+    read), the hangs in a second; the report holds both calls' results."""
     out = tmp_path_factory.mktemp("grade")
-    paths = [os.path.join(FOLDER, f) for f in sorted(os.listdir(FOLDER))]
+    paths = [os.path.join(FOLDER, f) for f in sorted(os.listdir(FOLDER)) if f not in HANGS]
     t0 = time.perf_counter()
     proc = _grade(["vector_add", *paths, "--jobs", "2", "--timeout", str(TIMEOUT), "--json", str(out / "r.json"),
-                   "--csv", str(out / "r.csv")], timeout=600)
+                   "--csv", str(out / "r.csv")], timeout=1800)
     seconds = time.perf_counter() - t0
     print(f"graded {len(paths)} submissions in {seconds:.1f} s (--jobs 2)")
-    return proc, json.loads((out / "r.json").read_text()), out / "r.csv", paths
+    hangs = _grade(["vector_add", *[os.path.join(FOLDER, f) for f in HANGS], "--jobs", "2", "--timeout",
+                    str(HANG_TIMEOUT), "--json", str(out / "hangs.json")], timeout=600)
+    assert hangs.returncode == 0, hangs.stderr
+    report = json.loads((out / "r.json").read_text())
+    report["results"] += json.loads((out / "hangs.json").read_text())["results"]
+    return proc, report, out / "r.csv", paths
 
 
 def test_every_submission_file_has_an_expectation():
@@ -82,7 +92,7 @@ def test_every_submission_file_has_an_expectation():
 def test_exit_status_zero_when_all_graded(graded):
     proc, report, _, paths = graded
     assert proc.returncode == 0, proc.stderr
-    assert [r["submission"] for r in report["results"]] == paths  # paths as given, in order
+    assert [r["submission"] for r in report["results"]][:len(paths)] == paths  # paths as given, in order
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -103,8 +113,8 @@ def test_status_and_reason(graded, name):
         assert 0.0 <= r["score"] < 1.0 and not all(c["passed"] for c in r["checks"]), detail
     else:
         assert r["score"] == 0.0, detail
-    if r["status"] not in ("timeout",) and status != "timeout":
-        assert r["seconds"] < TIMEOUT, detail
+    if status == "timeout":
+        assert r["seconds"] < HANG_TIMEOUT + 30, detail  # killed soon after its limit, process group and all
 
 
 def test_json_schema_exactly(graded):
@@ -141,7 +151,7 @@ def test_csv_one_row_per_submission(graded):
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["submission"] for r in rows] == paths
-    for row, r in zip(rows, report["results"]):
+    for row, r in zip(rows, report["results"][:len(paths)]):
         assert row["status"] == r["status"]
         assert float(row["score"]) == pytest.approx(r["score"], abs=1e-4)
         assert row["message"] == r["message"]

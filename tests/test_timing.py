@@ -71,7 +71,7 @@ def test_compare_renders_text_and_html_with_speedups():
     slow = lambda: time.sleep(0.003)  # noqa: E731
     c = gpucourse.compare({"slow": slow, "fast": fast}, warmup_ms=2, rep_ms=40, min_reps=5)
     assert c.baseline == "slow"
-    assert 1.5 < c.speedup("fast") < 4.5
+    assert c.speedup("fast") > 1.2  # 3 ms vs 1 ms of sleep; a loaded machine adds to both, so only the order is sure
     text, html = str(c), c._repr_html_()
     assert "speedup vs slow" in text and "fast" in text and "1.00×" in text
     assert html.startswith("<table>") and "<td>fast</td>" in html

@@ -60,7 +60,15 @@ class Perf:
 class Exercise:
     """One exercise. ``make_inputs(params, generator) -> tuple`` builds CPU arguments (tensors may be strided views;
     the checker moves them to the device and surrounds them with canary memory). ``reference(*args)`` computes the
-    answer and is only ever run by the checker, never by the learner's code."""
+    answer and is only ever run by the checker, never by the learner's code.
+
+    ``judge`` (optional) is for exercises whose answer is not an output to compare with a reference, e.g. a timer
+    (is the number it returns close to a measured truth?) or a loop that must not synchronize. Then the checker
+    calls ``judge(fn, case.params, seed)`` for each case instead of make_inputs/reference/compare, and the judge
+    returns the list of problems it found (empty: the case passed). Exceptions from the learner's ``fn`` propagate
+    (the checker reports them as the learner's). ``make_inputs`` and ``reference`` are then unused (None). Judged
+    exercises are checked in-process by ``gpucourse.check``; the batch grader does not run them.
+    """
 
     id: str
     function: str  # the name the learner defines at top level
@@ -77,6 +85,7 @@ class Exercise:
     gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
     perf: Perf | None = None
+    judge: Callable | None = None  # judge(fn, params, seed) -> list of problems; see the class docstring
 
     def __post_init__(self):
         if self.kind not in KINDS:

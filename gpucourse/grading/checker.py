@@ -44,7 +44,8 @@ class CaseResult:
 
 @dataclasses.dataclass
 class CheckResult:
-    """What ``check`` found. ``status``: passed, failed, not implemented, error (the learner's code raised)."""
+    """What ``check`` found. ``status``: passed, failed, not implemented, error (the learner's code raised), or
+    needs gpu (a CUDA exercise in CPU mode: its kernels were compiled, not run)."""
 
     exercise: str
     status: str
@@ -61,7 +62,8 @@ class CheckResult:
         head = {"passed": f"{self.exercise}: all {len(self.cases)} cases passed",
                 "failed": f"{self.exercise}: {n_ok} of {len(self.cases)} cases passed",
                 "not implemented": f"{self.exercise}: not implemented yet",
-                "error": f"{self.exercise}: your function raised an exception"}[self.status]
+                "error": f"{self.exercise}: your function raised an exception",
+                "needs gpu": f"{self.exercise}: compile-checked only; running it needs a CUDA GPU"}[self.status]
         lines = [head] + [c.line() for c in self.cases]
         if self.message:
             lines.append(self.message)
@@ -96,9 +98,17 @@ def clone_args(args: list) -> list:
     return [dict(a, buffer=a["buffer"].clone()) if "buffer" in a else dict(a) for a in args]
 
 
+def _value_to(value, dev):
+    """A list/tuple of tensors (e.g. sum_many's argument) is copied to ``dev`` element by element."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(v.to(dev, copy=True) for v in value)
+    return value
+
+
 def to_device(args: list, dev) -> list:
     """Copies on ``dev`` (always copies, so the pristine buffers stay untouched by the learner's call)."""
-    return [dict(a, buffer=a["buffer"].to(dev, copy=True)) if "buffer" in a else dict(a) for a in args]
+    return [dict(a, buffer=a["buffer"].to(dev, copy=True)) if "buffer" in a else
+            dict(a, value=_value_to(a["value"], dev)) for a in args]
 
 
 def call_values(args: list) -> list:
@@ -231,7 +241,8 @@ def measure_perf(ex, fn) -> dict | None:
     from ..timing import bench
 
     gen = torch.Generator().manual_seed(new_seed())
-    args = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in ex.make_inputs(ex.perf.params, gen)]
+    args = [a.to("cuda") if isinstance(a, torch.Tensor) else _value_to(a, "cuda")
+            for a in ex.make_inputs(ex.perf.params, gen)]
     nbytes = ex.perf.bytes(*args) if ex.perf.bytes else None
     mine = bench(fn, *args, bytes=nbytes, name=ex.function)
     if ex.perf.baseline == "copy":
@@ -261,6 +272,14 @@ def _in_notebook() -> bool:
         return False
 
 
+def _raised(ex, case, exc) -> tuple:
+    """(status, message) when the learner's code raised on ``case``."""
+    if is_not_implemented(exc):
+        return "not implemented", (f"{ex.function} raises NotImplementedError: replace the `# YOUR CODE HERE` stub "
+                                   f"with your code, then run this cell again.")
+    return "error", f"on case {case.name!r}:\n{learner_traceback(exc)}"
+
+
 def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None) -> CheckResult:
     """Check ``fn`` against exercise ``exercise_id`` on fresh random inputs and print where it is wrong.
 
@@ -271,6 +290,15 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
     if not callable(fn):
         raise TypeError(f"check({exercise_id!r}, fn): fn must be your function {ex.signature}, "
                         f"got {type(fn).__name__}")
+    if ex.gpu_only and not _device.on_gpu() and ex.kind == "cuda":
+        from . import cuda_check
+
+        first = make_case(ex, ex.cases[0], new_seed(), 0)[0] if ex.cases else []
+        status, message = cuda_check.cpu_check(ex, fn, call_values(first), learner_traceback)
+        result = CheckResult(ex.id, status, [], message=message)
+        if not quiet:
+            print(result.report())
+        return result
     if ex.gpu_only and not _device.on_gpu():
         result = CheckResult(ex.id, "not implemented", [], message="this exercise needs a CUDA GPU: skipped in "
                                                                   "CPU mode")
@@ -281,6 +309,16 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
     dev = _device.torch_device()
     results, status, message = [], "passed", ""
     for index, case in enumerate(ex.cases):
+        if ex.judge is not None:  # the spec judges the function itself (see Exercise.judge)
+            try:
+                problems = [str(p) for p in ex.judge(fn, case.params, (seed + 7919 * index) % (2**63 - 1))]
+            except Exception as exc:
+                status, message = _raised(ex, case, exc)
+                break
+            results.append(CaseResult(name=case.name, passed=not problems, problems=problems))
+            if problems:
+                status = "failed"
+            continue
         try:
             args, expected = make_case(ex, case, seed, index)
             dev_args = to_device(args, dev)
@@ -291,13 +329,7 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
         try:
             outcome = run_case(ex, fn, dev_args)
         except Exception as exc:  # the learner's code raised
-            if is_not_implemented(exc):
-                status, message = "not implemented", (f"{ex.function} raises NotImplementedError: replace the "
-                                                      f"`# YOUR CODE HERE` stub with your code, then run this cell "
-                                                      f"again.")
-            else:
-                status = "error"
-                message = f"on case {case.name!r}:\n{learner_traceback(exc)}"
+            status, message = _raised(ex, case, exc)
             break
         outcome["seconds"] = time.perf_counter() - t0
         try:

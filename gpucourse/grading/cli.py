@@ -57,6 +57,9 @@ def main(argv=None) -> int:
         return _usage_error(f"unknown exercise {args.exercise!r}; known exercises: {', '.join(all_ids())}")
     if ex.gpu_only and not device.on_gpu():
         return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode")
+    if getattr(ex, "judge", None) is not None:
+        return _usage_error(f"exercise {ex.id!r} is judged in-process; check it in its notebook with "
+                            f"gpucourse.check({ex.id!r}, fn) (the batch grader does not run judged exercises yet)")
     for path in args.submissions:
         if not os.path.exists(path):
             return _usage_error(f"no such submission: {path}")

@@ -390,6 +390,9 @@ def environment() -> dict:
 
 def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None) -> dict:
     """Grade every path; returns ``{"exercise", "environment", "results"}`` with results in the given order."""
+    if getattr(ex, "judge", None) is not None:
+        raise ValueError(f"exercise {ex.id!r} is judged by running the function in-process (Exercise.judge); the "
+                         f"batch grader does not support that yet: check it with gpucourse.check({ex.id!r}, fn)")
     jobs = max(1, int(jobs))
     slots: queue.Queue = queue.Queue()
     for gpu in _gpu_slots(jobs):

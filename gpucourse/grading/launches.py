@@ -66,9 +66,22 @@ def counting_triton():
         result.update(_counts - before)
 
 
+# GPU activity that is not a computing kernel launch: copies and memsets (a pointer table sent to the GPU), and
+# torch's fill kernel (torch.zeros for an output, and the checker's own poisoning of torch.empty outputs).
+NOT_COUNTED = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
+NOT_COUNTED_KERNELS = ("FillFunctor",)
+
+
+def is_counted_kernel(name: str) -> bool:
+    """Whether a profiler GPU event named ``name`` counts as a kernel launch of the learner's code."""
+    return not name.startswith(NOT_COUNTED) and not any(k in name for k in NOT_COUNTED_KERNELS)
+
+
 @contextlib.contextmanager
 def counting_cuda():
-    """Yields a Counter of CUDA kernels (by name) run inside the block, via the torch profiler (GPU only)."""
+    """Yields a Counter of CUDA kernels (by name) run inside the block, via the torch profiler (GPU only).
+
+    Copies, memsets and fills are not counted (see :func:`is_counted_kernel`)."""
     result: collections.Counter = collections.Counter()
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -77,7 +90,7 @@ def counting_cuda():
         yield result
         torch.cuda.synchronize()
     for evt in prof.events():
-        if str(getattr(evt, "device_type", "")).endswith("CUDA"):
+        if str(getattr(evt, "device_type", "")).endswith("CUDA") and is_counted_kernel(evt.name):
             result[evt.name] += 1
 
 

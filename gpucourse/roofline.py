@@ -1,0 +1,296 @@
+"""Arithmetic intensity and the roofline: how many flops an operation does per byte it moves, and what bounds it.
+
+An operation needs ``flops`` floating-point operations and must move ``bytes`` through device memory (every input
+read once, every output written once: the least any implementation can move). Its *arithmetic intensity* is
+``flops / bytes``. A GPU has two ceilings, a memory bandwidth (bytes/s) and a math rate (flop/s); their quotient is
+the device's *ops:byte ratio*. An operation whose intensity is below that ratio cannot keep the math units busy: it is
+memory-bound, and its best possible time is ``bytes / bandwidth``. Above it, it is compute-bound and its best time is
+``flops / math rate``. The roofline plot draws exactly this: attainable flop/s = min(math rate, intensity x bandwidth).
+
+Ceilings come from measurement on a GPU (:func:`measured_ceilings`: a large copy and a large matmul, via
+``gpucourse.doctor.measure``). In CPU mode there is nothing to measure, so :func:`device_ceilings` returns an H100's
+*datasheet* figures, labelled as such: they illustrate the idea, they are not a measurement.
+
+The formulas (``s`` = bytes per element of the dtype):
+
+==============  ===========================================  ==============================================
+operation        flops                                         bytes (least possible)
+==============  ===========================================  ==============================================
+elementwise      ``f * n`` (f flops per output element)         ``(inputs + 1) * n * s``
+reduction        ``rows * cols`` (one add per element)          ``(rows * cols + rows) * s``
+GEMV y = A x     ``2 * M * K``                                  ``(M * K + K + M) * s``
+GEMM C = A B     ``2 * M * N * K``                              ``(M * K + K * N + M * N) * s``
+==============  ===========================================  ==============================================
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+BOUNDS = ("memory", "compute")
+_DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "int8": 1}
+_DTYPE_ALIASES = {"fp64": "float64", "fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
+                  "bf16": "bfloat16", "fp8": "float8", "float8_e4m3fn": "float8", "float8_e5m2": "float8"}
+
+
+def dtype_name(dtype) -> str:
+    """'torch.bfloat16', torch.bfloat16, 'bf16' and 'bfloat16' all give 'bfloat16'."""
+    s = str(dtype).replace("torch.", "").lower()
+    s = _DTYPE_ALIASES.get(s, s)
+    if s not in _DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {sorted(_DTYPE_BYTES)}")
+    return s
+
+
+def dtype_bytes(dtype) -> int:
+    """Bytes per element: 4 for float32, 2 for float16/bfloat16, ..."""
+    return _DTYPE_BYTES[dtype_name(dtype)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One operation: its name, category, the flops it does and the least bytes it must move."""
+
+    name: str
+    kind: str  # "elementwise", "reduction", "gemv" or "gemm"
+    flops: float
+    bytes: float
+    dtype: str
+    params: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in flops per byte."""
+        return self.flops / self.bytes
+
+
+def elementwise(n: int, dtype="float32", inputs: int = 1, flops_per_element: float = 1, name: str | None = None) -> Op:
+    """``out[i] = f(a[i], b[i], ...)`` over ``n`` elements: each input read once, the output written once.
+
+    ReLU in float32: 1 flop (a comparison), 4 bytes read + 4 written, so 1/8 flop per byte.
+    """
+    s = dtype_bytes(dtype)
+    return Op(name or f"elementwise n={n}", "elementwise", float(flops_per_element * n), float((inputs + 1) * n * s),
+              dtype_name(dtype), {"n": n, "inputs": inputs, "flops_per_element": flops_per_element})
+
+
+def reduction(rows: int, cols: int, dtype="float32", name: str | None = None) -> Op:
+    """Sum each row of a (rows, cols) matrix: one add per element read, one value written per row."""
+    s = dtype_bytes(dtype)
+    return Op(name or f"row sum {rows}x{cols}", "reduction", float(rows * cols), float((rows * cols + rows) * s),
+              dtype_name(dtype), {"rows": rows, "cols": cols})
+
+
+def gemv(m: int, k: int, dtype="bfloat16", name: str | None = None) -> Op:
+    """``y = A @ x`` with A (M, K): a multiply and an add per element of A; A, x read once, y written once.
+
+    The matrix dominates the bytes and each of its elements is used once, so the intensity stays near 1 flop per
+    element of A, whatever the size: a GEMV (a linear layer at batch size 1) is memory-bound on every GPU.
+    """
+    s = dtype_bytes(dtype)
+    return Op(name or f"GEMV {m}x{k}", "gemv", float(2 * m * k), float((m * k + k + m) * s), dtype_name(dtype),
+              {"M": m, "K": k})
+
+
+def gemm(m: int, n: int, k: int, dtype="bfloat16", name: str | None = None) -> Op:
+    """``C = A @ B`` with A (M, K), B (K, N): ``2 M N K`` flops (a multiply-add per term), A and B read once, C
+    written once. With 2-byte elements the intensity is ``M N K / (M K + K N + M N)``: 8192x128x8192 gives about
+    124 flop/byte, 8192^3 about 2731 (the figures in Molchanov's talk)."""
+    s = dtype_bytes(dtype)
+    return Op(name or f"GEMM {m}x{n}x{k}", "gemm", float(2 * m * n * k), float((m * k + k * n + m * n) * s),
+              dtype_name(dtype), {"M": m, "N": n, "K": k})
+
+
+_MAKERS = {"elementwise": elementwise, "reduction": reduction, "gemv": gemv, "gemm": gemm}
+_FIELDS = {"elementwise": ("n", "inputs", "flops_per_element"), "reduction": ("rows", "cols"), "gemv": ("M", "K"),
+           "gemm": ("M", "N", "K")}
+
+
+def from_dict(d: dict, name: str | None = None) -> Op:
+    """An Op from a plain description such as ``{"kind": "gemm", "M": 8192, "N": 128, "K": 8192, "dtype":
+    "bfloat16"}`` (the form the ``roofline_classify`` exercise hands out)."""
+    kind = d.get("kind")
+    if kind not in _MAKERS:
+        raise ValueError(f"op kind must be one of {sorted(_MAKERS)}, not {kind!r}")
+    missing = [f for f in _FIELDS[kind] if f not in d]
+    if missing:
+        raise ValueError(f"a {kind} op needs {list(_FIELDS[kind])} and 'dtype'; missing {missing}")
+    args = [d[f] for f in _FIELDS[kind]]
+    if kind == "elementwise":
+        return elementwise(args[0], d.get("dtype", "float32"), inputs=args[1], flops_per_element=args[2], name=name)
+    return _MAKERS[kind](*args, dtype=d.get("dtype", "float32"), name=name)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Ceilings and predictions.
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceilings:
+    """A device's two ceilings: memory bandwidth in GB/s (1e9 B/s) and math rate in TFLOP/s (1e12 flop/s).
+
+    ``source`` says where they come from ("measured on ..." or "datasheet ..."); ``measured`` is True only for
+    ceilings measured on this machine's GPU.
+    """
+
+    gbps: float
+    tflops: float
+    source: str
+    measured: bool = False
+    dtype: str = "bfloat16"  # the dtype the math ceiling is for (tensor cores)
+
+    @property
+    def ops_per_byte(self) -> float:
+        return ops_per_byte(self)
+
+
+def ops_per_byte(ceilings: Ceilings) -> float:
+    """The device's ops:byte ratio: flops it can do in the time it moves one byte (math rate / bandwidth).
+
+    Operations with a lower arithmetic intensity are memory-bound on this device; higher ones are compute-bound.
+    """
+    return ceilings.tflops * 1e12 / (ceilings.gbps * 1e9)
+
+
+def spec_ceilings(key: str = "H100-SXM", dtype="bfloat16") -> Ceilings:
+    """Datasheet ceilings of a GPU in ``gpucourse.specs.SPECS`` (not a measurement)."""
+    from . import specs
+
+    spec = specs.SPECS[key]
+    tf = spec.peak_tflops(dtype_name(dtype)) or spec.peak_tflops("fp32")
+    return Ceilings(gbps=float(spec.bandwidth_gbs), tflops=float(tf), source=f"datasheet {spec.name} ({spec.source})",
+                    measured=False, dtype=dtype_name(dtype))
+
+
+@functools.lru_cache(maxsize=1)
+def measured_ceilings() -> Ceilings:
+    """Ceilings measured on this GPU: a 1 GiB copy and a large matmul (``gpucourse.doctor.measure``). GPU only."""
+    from . import device, doctor
+
+    device.require_gpu("Measuring the roofline's ceilings")
+    m = doctor.measure()
+    name = device.props().name
+    return Ceilings(gbps=float(m["copy_gbps"]), tflops=float(m["matmul_tflops"]),
+                    source=f"measured on {name}: copy {m['copy_gbps']:,.0f} GB/s, "
+                           f"{m['matmul_dtype']} matmul {m['matmul_size']}^3 {m['matmul_tflops']:,.0f} TFLOP/s",
+                    measured=True, dtype=m["matmul_dtype"])
+
+
+def device_ceilings(measure: bool = True) -> Ceilings:
+    """The ceilings for this session: measured on a GPU (``measure=False``: its datasheet, if the GPU is in the
+    spec table); in CPU mode an H100 SXM's datasheet figures, labelled as illustrative."""
+    from . import device, specs
+
+    if device.on_gpu():
+        if measure:
+            return measured_ceilings()
+        spec = specs.current()
+        if spec is None:
+            return measured_ceilings()
+        return spec_ceilings(spec.key)
+    c = spec_ceilings("H100-SXM")
+    return dataclasses.replace(c, source="illustrative, CPU mode: " + c.source)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    op: Op
+    seconds: float  # max(memory_seconds, math_seconds): the roofline's lower bound on time
+    bound: str  # "memory" or "compute"
+    memory_seconds: float
+    math_seconds: float
+
+    @property
+    def attainable_tflops(self) -> float:
+        return self.op.flops / self.seconds / 1e12
+
+
+def classify(op: Op, ceilings: Ceilings) -> str:
+    """``"memory"`` if the op's intensity is below the device's ops:byte ratio, else ``"compute"``."""
+    return "memory" if op.intensity < ops_per_byte(ceilings) else "compute"
+
+
+def predict(op: Op, ceilings: Ceilings) -> Prediction:
+    """The roofline's best possible time for ``op`` on a device with these ceilings, and what bounds it."""
+    mem = op.bytes / (ceilings.gbps * 1e9)
+    math = op.flops / (ceilings.tflops * 1e12)
+    return Prediction(op, max(mem, math), classify(op, ceilings), mem, math)
+
+
+def table(ops, ceilings: Ceilings) -> str:
+    """A text table: flops, bytes, intensity, bound and predicted time of each op on these ceilings."""
+    head = f"{'operation':<30} {'dtype':<9} {'GFLOP':>10} {'MB moved':>10} {'flop/B':>9} {'bound':>8} {'best time':>11}"
+    lines = [head, "-" * len(head)]
+    for op in ops:
+        p = predict(op, ceilings)
+        lines.append(f"{op.name:<30} {op.dtype:<9} {op.flops / 1e9:>10.3f} {op.bytes / 1e6:>10.2f} "
+                     f"{op.intensity:>9.2f} {p.bound:>8} {p.seconds * 1e6:>9.1f} µs")
+    lines.append(f"ops:byte ratio {ops_per_byte(ceilings):.0f} flop/B ({ceilings.source})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Plots.
+
+
+def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None):
+    """Draw the roofline for ``ceilings`` and the given points.
+
+    ``points``: a list of dicts with ``op`` (an :class:`Op`) and optionally ``seconds`` (a measured time). Each op is
+    drawn at its intensity: a hollow marker at the roofline's attainable rate, and, if measured, a filled marker at
+    the achieved rate, each labelled with the op's name and its bound.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.8))
+    ridge = ops_per_byte(ceilings)
+    xs = [p["op"].intensity for p in points] or [ridge]
+    lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
+    ai = np.logspace(np.log10(lo), np.log10(hi), 200)
+    roof = np.minimum(ceilings.tflops, ai * ceilings.gbps * 1e9 / 1e12)
+    kind = "measured" if ceilings.measured else "datasheet"
+    ax.plot(ai, roof, color="black", lw=2, label=f"roofline ({kind}: {ceilings.gbps:,.0f} GB/s, "
+                                                 f"{ceilings.tflops:,.0f} TFLOP/s)")
+    ax.axvline(ridge, color="gray", ls=":", lw=1)
+    ax.annotate(f"ops:byte = {ridge:.0f}", (ridge, ceilings.tflops), textcoords="offset points", xytext=(4, -14),
+                color="gray", fontsize=8)
+    for i, p in enumerate(points):
+        op = p["op"]
+        pred = predict(op, ceilings)
+        color = f"C{i % 10}"
+        ax.plot(op.intensity, pred.attainable_tflops, marker="o", mfc="none", color=color, ms=8)
+        y = pred.attainable_tflops
+        if p.get("seconds"):
+            y = op.flops / p["seconds"] / 1e12
+            ax.plot(op.intensity, y, marker="o", color=color, ms=7)
+        ax.annotate(f"{op.name} ({pred.bound})", (op.intensity, y), textcoords="offset points", xytext=(5, 3),
+                    fontsize=8, color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (flop / byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title or f"roofline: hollow = predicted, filled = measured ({ceilings.source[:60]})", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+def plot_working_set(sizes_bytes, gbps, l2_bytes: int | None = None, ax=None, title: str | None = None):
+    """Bandwidth against working-set size (log x), with the L2 size marked by a vertical line."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(sizes_bytes, gbps, marker="o")
+    if l2_bytes:
+        ax.axvline(l2_bytes, color="red", ls="--")
+        ax.annotate(f"L2 = {l2_bytes / 2**20:.0f} MiB", (l2_bytes, max(gbps)), textcoords="offset points",
+                    xytext=(4, -12), color="red", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("working set (bytes read + written)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(title or "copy bandwidth vs working-set size")
+    ax.grid(True, which="both", alpha=0.3)
+    return ax

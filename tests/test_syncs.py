@@ -1,0 +1,126 @@
+"""The sync detector: every synchronizing op is found with its source line; sync-free code gives an empty log."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import gpucourse
+from gpucourse import syncs
+
+DEV = gpucourse.torch_device()
+
+
+def _x():
+    return torch.randn(64, device=DEV)
+
+
+SYNCING = {  # name -> (code that synchronizes once, the op the detector must name)
+    "item": (lambda x: x.sum().item(), "Tensor.item"),
+    "tolist": (lambda x: x.tolist(), "Tensor.tolist"),
+    "numpy": (lambda x: x.cpu().numpy() if DEV.type == "cuda" else x.numpy(), None),
+    "cpu": (lambda x: x.cpu(), "Tensor.cpu"),
+    "to cpu": (lambda x: x.to("cpu"), "Tensor.to"),
+    "bool": (lambda x: bool(x.sum() > 0), "Tensor.__bool__"),
+    "if": (lambda x: 1 if torch.isnan(x.sum()) else 0, "Tensor.__bool__"),
+    "float": (lambda x: float(x.sum()), "Tensor.__float__"),
+    "int": (lambda x: int(x.argmax()), "Tensor.__int__"),
+    "print": (lambda x: print(x[:3]), "Tensor.__repr__"),
+    "f-string": (lambda x: f"{x.sum():.3f}", "Tensor.__format__"),
+    "nonzero": (lambda x: torch.nonzero(x > 0), "torch.nonzero"),
+    "Tensor.nonzero": (lambda x: (x > 0).nonzero(), "Tensor.nonzero"),
+    "bool mask": (lambda x: x[x > 0], "Tensor.__getitem__"),
+    "masked_select": (lambda x: torch.masked_select(x, x > 0), "torch.masked_select"),
+    "unique": (lambda x: torch.unique(x.round()), "torch.unique"),
+    "where one arg": (lambda x: torch.where(x > 0), "torch.where"),
+}
+
+
+@pytest.mark.parametrize("name", list(SYNCING))
+def test_each_syncing_op_is_found_with_its_line(name):
+    fn, op = SYNCING[name]
+    x = _x()
+    with syncs.detect() as log:
+        fn(x)
+    assert len(log) >= 1, f"{name}: not detected"
+    if op is not None:
+        assert op in log.ops(), log.report()
+    src_line = inspect.getsourcelines(fn)[1]
+    assert log[0].filename == __file__ and log[0].lineno == src_line, str(log[0])
+    assert log[0].line.strip().startswith(f'"{name}"'), log[0].line
+
+
+def test_pageable_host_to_device_copy_is_a_sync_and_non_blocking_is_not():
+    host = torch.randn(256)
+    with syncs.detect() as log:
+        host.to(DEV)
+    assert log.ops() == ["Tensor.to"] and "copy" in log[0].why
+    if DEV.type == "cuda":  # pageable + non_blocking still stalls; pinned + non_blocking does not
+        with syncs.detect() as log:
+            host.to(DEV, non_blocking=True)
+        assert log.ops() == ["Tensor.to"] and "pinned" in log[0].why
+        host = host.pin_memory()
+    with syncs.detect() as log:
+        host.to(DEV, non_blocking=True)
+    assert len(log) == 0, log.report()
+
+
+def test_sync_free_code_has_no_syncs():
+    x, w = _x(), torch.randn(64, 64, device=DEV, requires_grad=True)
+    acc = torch.zeros((), device=DEV)
+    flag = torch.zeros((), dtype=torch.bool, device=DEV)
+    with syncs.detect() as log:
+        y = torch.relu(x @ w).sum()
+        y.backward()
+        acc += y.detach()
+        flag |= torch.isnan(y)
+        z = torch.where(x > 0, x, 0.0)
+        x[x > 10] = 0.0  # masked assignment keeps the size: no sync
+        n = x.shape[0] + x.numel() + len(x)
+        z = z.to(torch.float64)  # a dtype change is not a copy between host and device
+    assert len(log) == 0, log.report()
+    assert n == 192
+
+
+def test_detector_is_removed_after_the_block_and_records_in_order():
+    x = _x()
+    with syncs.detect() as log:
+        x.sum().item()
+        x.cpu()
+    x.sum().item()  # outside: not recorded
+    assert log.ops() == ["Tensor.item", "Tensor.cpu"]
+    assert "2 synchronizations" in log.report()
+    assert syncs.SyncLog().report() == "no synchronizations"
+
+
+def test_grouped_counts_repeats_per_line():
+    x = _x()
+    with syncs.detect() as log:
+        for _ in range(3):
+            x.sum().item()
+    assert len(log) == 3 and len(log.grouped()) == 1 and log.grouped()[0].endswith("(x3)")
+
+
+def test_find_syncs_returns_result_and_log():
+    out, log = syncs.find_syncs(lambda x: x.sum().item() * 2, _x())
+    assert isinstance(out, float) and log.ops() == ["Tensor.item"]
+
+
+def test_real_mode_ignores_host_tensors():
+    """With emulation off (as on a GPU), ops on host tensors are not syncs."""
+    x = torch.randn(16)
+    with syncs.detect(emulate=False, cuda_debug=False) as log:
+        x.sum().item()
+        x[x > 0]
+        x.to("cpu")
+    assert len(log) == 0, log.report()
+
+
+@pytest.mark.gpu
+def test_gpu_sync_debug_mode_catches_explicit_synchronize_and_restores_mode():
+    before = torch.cuda.get_sync_debug_mode()
+    with syncs.detect() as log:
+        torch.cuda.synchronize()
+    assert torch.cuda.get_sync_debug_mode() == before
+    assert any(s.op == "CUDA synchronization" for s in log), log.report()
