@@ -276,6 +276,16 @@ def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None =
     return result
 
 
+def copy_gbps(nbytes: int, **bench_kwargs) -> float:
+    """Measured copy bandwidth (GB/s, bytes read + written) for a buffer of ``nbytes``: the memory ceiling that
+    memory-bound kernels are compared with. A torch copy of one buffer into another, timed by :func:`bench`."""
+    import torch
+
+    src = torch.empty(int(nbytes), dtype=torch.uint8, device=device.torch_device())
+    dst = torch.empty_like(src)
+    return bench(dst.copy_, src, bytes=2 * src.numel(), name="copy", **bench_kwargs).gbps
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ import functools
 import time
 
 from ..benchmarks import register, target
-from ..timing import bench
+from ..timing import bench, copy_gbps
 
 LADDER_N = 2**28  # 1 GiB of float32
 ATOMIC_N = 2**24  # step 1 (one atomic per element) is timed on 64 MiB: on 1 GiB it would take far longer
@@ -24,15 +24,6 @@ def solutions() -> dict:
     from ..solutions import load_solutions
 
     return load_solutions("04_cuda_reduction")
-
-
-def copy_gbps(nbytes: int) -> float:
-    """Measured copy bandwidth (read + write) for a buffer of ``nbytes``: the ceiling a reduction is compared with."""
-    import torch
-
-    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    return bench(dst.copy_, src, bytes=2 * nbytes, name="copy").gbps
 
 
 def ladder(n: int = LADDER_N) -> dict:

@@ -15,7 +15,7 @@ import functools
 
 from .. import device
 from ..benchmarks import register, target
-from ..timing import bench, settle
+from ..timing import bench, settle, copy_gbps
 
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
 
@@ -258,10 +258,7 @@ def fusion(n: int = 2**26, rows: int = 16384, cols: int = 4096, compile: bool | 
         for vname, fn in variants.items():
             r = bench(fn, *args, bytes=moved["fused"], name=f"{name} {vname}", **bench_kw)
             res[vname] = {"ms": r.median_ms, "gbps": r.gbps, "warnings": r.warnings}
-        src = torch.empty(moved["fused"] // 2, dtype=torch.uint8, device=_dev())
-        dst = torch.empty_like(src)
-        res["copy_gbps"] = bench(dst.copy_, src, bytes=2 * src.numel(), name="copy", **bench_kw).gbps
-        del src, dst
+        res["copy_gbps"] = copy_gbps(moved["fused"] // 2, **bench_kw)
         out[name] = res
     return out
 

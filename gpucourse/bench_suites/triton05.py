@@ -10,7 +10,7 @@ import functools
 import statistics
 
 from ..benchmarks import register, target
-from ..timing import bench, settle
+from ..timing import bench, copy_gbps, settle
 
 
 @functools.lru_cache(maxsize=1)
@@ -18,15 +18,6 @@ def solutions() -> dict:
     from ..solutions import load_solutions
 
     return load_solutions("05_triton")
-
-
-def _copy_gbps(nbytes_per_buffer: int) -> float:
-    """Measured copy bandwidth: a torch copy of a buffer this large (read it once, write it once)."""
-    import torch
-
-    src = torch.empty(nbytes_per_buffer, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    return bench(dst.copy_, src, bytes=2 * nbytes_per_buffer, name="copy").gbps
 
 
 def _interleaved(fns: dict, rounds: int = 3, **decl) -> dict:
@@ -53,7 +44,7 @@ def vector_add_bench() -> dict:
     y = torch.randn(n, device="cuda")
     torch.testing.assert_close(vector_add(x, y), x + y, rtol=0, atol=0)
     big = _interleaved({"triton": lambda: vector_add(x, y), "torch": lambda: x + y}, bytes=3 * n * 4)
-    copy = _copy_gbps(n * 4)
+    copy = copy_gbps(n * 4)
     del x, y
     sizes = [2**k for k in range(12, 29, 2)]
     series = {"triton": [], "torch": []}
@@ -81,7 +72,7 @@ def softmax_bench() -> dict:
         r = _interleaved({"triton": lambda: softmax(x), "torch": lambda: torch.softmax(x, dim=-1)}, bytes=nbytes)
         name = str(dtype).replace("torch.", "")
         figures[name] = {"triton_gbps": r["triton"]["gbps"], "torch_gbps": r["torch"]["gbps"],
-                         "copy_gbps": _copy_gbps(x.numel() * x.element_size())}
+                         "copy_gbps": copy_gbps(x.numel() * x.element_size())}
         del x
     widths = [2**k for k in range(8, 15)]
     sweep = {}
