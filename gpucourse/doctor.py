@@ -6,7 +6,7 @@ import re
 import shutil
 import subprocess
 
-from . import device, env, specs
+from . import cuda_build, device, env, specs
 
 # Lessons, what they need to run fully, and what CPU mode gives instead. "needs" are checked by limits() below.
 _TRITON_CPU = "Triton kernels run in the interpreter at small sizes; no timings"
@@ -34,9 +34,10 @@ _WHY = {
 }
 
 
-def tool_version(name: str) -> str | None:
-    """First line that names a version in ``name --version``, or None when the tool is not on PATH."""
-    path = shutil.which(name)
+def tool_version(name: str, path: str | None = None) -> str | None:
+    """First line that names a version in ``name --version`` (``path``: where the tool is, default: found on PATH),
+    or None when the tool is not there."""
+    path = path or shutil.which(name)
     if not path:
         return None
     try:
@@ -61,7 +62,7 @@ def facts() -> dict:
     f = dict(v)
     f.update({
         "colab": device.in_colab(),
-        "nvcc": tool_version("nvcc"),
+        "nvcc": tool_version("nvcc", cuda_build.nvcc_path()),  # where the CUDA lesson will look for it
         "ninja": tool_version("ninja"),
         "nvidia_smi": shutil.which("nvidia-smi") is not None,
         "driver_cuda": _driver_cuda_version(),

@@ -6,9 +6,10 @@ kernels they measure are exactly the ones the workbook teaches, never a copy tha
 """
 from __future__ import annotations
 
-import json
 import linecache
 import os
+
+from .workbooks import code_cells
 
 SOLUTION_MARKER = "### BEGIN SOLUTION"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,11 +30,7 @@ def _is_import_only(source: str) -> bool:
 
 def solution_source(stem: str) -> str:
     """The Python program the solutions consist of: import-only cells and solution cells, in notebook order."""
-    with open(solution_path(stem), encoding="utf-8") as f:  # plain JSON: no nbformat needed on a GPU box
-        nb = json.load(f)
-    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-               for c in nb["cells"] if c["cell_type"] == "code"]
-    cells = [s for s in sources if SOLUTION_MARKER in s or _is_import_only(s)]
+    cells = [s for s in code_cells(solution_path(stem)) if SOLUTION_MARKER in s or _is_import_only(s)]
     if not any(SOLUTION_MARKER in c for c in cells):
         raise ValueError(f"solutions/{stem}.ipynb has no cell with {SOLUTION_MARKER!r}")
     return "\n\n".join(cells) + "\n"

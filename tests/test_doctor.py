@@ -80,3 +80,17 @@ def test_cli_usage():
     assert r.returncode == 2 and "gpucourse doctor" in r.stdout
     r = subprocess.run([sys.executable, "-m", "gpucourse.cli", "nonsense"], capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_doctor_finds_nvcc_where_the_cuda_lesson_does(monkeypatch, tmp_path):
+    """Off PATH (e.g. only under CUDA_HOME) the lesson still finds nvcc; the doctor must report the same."""
+    from gpucourse import cuda_build
+
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.99'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: str(fake))
+    assert doctor.facts()["nvcc"] == "12.4"
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: None)
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    assert doctor.facts()["nvcc"] is None

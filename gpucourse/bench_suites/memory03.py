@@ -27,10 +27,6 @@ def solutions() -> dict:
     return load_solutions("03_memory_hierarchy")
 
 
-def _dev():
-    return device.torch_device()
-
-
 def _repeated(fn, reps: int):
     """One callable that runs ``fn`` ``reps`` times. On a GPU the calls are captured in a CUDA graph, so small
     kernels run back to back without the CPU's launch gaps between them (those gaps are what we are not measuring)."""
@@ -74,7 +70,7 @@ def working_set(sizes=None, bench_kw=None) -> dict:
     gbps, reps_used = [], []
     for ws in sizes:
         n = max(1, ws // 8)  # two float32 buffers of n elements: ws bytes in all
-        src = torch.randn(n, device=_dev())
+        src = torch.randn(n, device=device.torch_device())
         dst = torch.empty_like(src)
         reps = max(1, min(1024, 2**28 // ws))
         fn = _repeated(lambda: dst.copy_(src), reps)
@@ -104,7 +100,7 @@ def access_patterns(n: int = 2**23, src_len: int = 2**28, cases=ACCESS_CASES, be
     need = max(n * s for _, s in cases)
     if src_len < need or src_len & (src_len - 1):
         raise ValueError(f"src_len must be a power of two >= {need}")
-    src = torch.randn(src_len, device=_dev())
+    src = torch.randn(src_len, device=device.torch_device())
     rows = []
     for pattern, stride in cases:
         label = pattern if pattern != "strided" else f"stride {stride}"
@@ -157,7 +153,7 @@ def runner(op):
     import torch
 
     dt = getattr(torch, op.dtype)
-    dev, p = _dev(), op.params
+    dev, p = device.torch_device(), op.params
     if op.kind == "elementwise":
         if p["inputs"] == 1:
             x = torch.randn(p["n"], device=dev, dtype=dt)
@@ -213,7 +209,7 @@ def _chains(rows: int, cols: int, n: int, dtype):
 
     from .. import fusion as F
 
-    dev = _dev()
+    dev = device.torch_device()
     x = torch.randn(n, device=dev, dtype=dtype)
     y = torch.randn(n, device=dev, dtype=dtype)
     xl = torch.randn(rows, cols, device=dev, dtype=dtype)

@@ -32,16 +32,11 @@ _LINE_SKIP = re.compile(r"^(\s*)(?:[%!]|\w+\s*=\s*[%!])")
 def notebook_source(path: str) -> str:
     """The code cells of a notebook as one Python program: IPython magics and shell lines become ``pass`` (same
     indentation, so blocks stay valid); ``%%time``-style cell magics run their body, other cell magics are skipped."""
-    import json  # not nbformat: the worker must not need Jupyter packages to read a notebook's cells
+    from ..workbooks import code_cells  # plain JSON: the worker needs no Jupyter packages
 
-    with open(path, encoding="utf-8") as f:
-        nb = json.load(f)
     parts = []
-    for i, cell in enumerate(nb.get("cells", [])):
-        if cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        lines = ("".join(source) if isinstance(source, list) else str(source)).splitlines()
+    for i, source in enumerate(code_cells(path)):
+        lines = source.splitlines()
         if lines and lines[0].lstrip().startswith("%%"):
             if lines[0].split()[0] not in _CELL_MAGICS_RUN_BODY:
                 parts.append(f"# cell {i}: skipped {lines[0].split()[0]} cell magic\n")
