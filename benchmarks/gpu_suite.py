@@ -4,7 +4,9 @@
 1. `gpucourse doctor --measure`          -> benchmarks/results/<gpu>-doctor.txt
 2. the test suite, `gpu` tests included   -> benchmarks/results/<gpu>-pytest.txt
 3. every notebook executed on the GPU     -> executed in place (lessons keep these outputs when committed)
-4. every registered benchmark             -> benchmarks/results/<gpu>.json
+4. every registered benchmark             -> benchmarks/results/<gpu>.json (merged: other entries stay)
+   Lessons that measure a benchmark in their own cells record it there too (gpucourse.benchmarks.record), so
+   ``--skip-benchmarks`` with the lessons still refreshes their entries.
 
 Usage: python benchmarks/gpu_suite.py [--skip-tests] [--skip-notebooks] [--notebooks GLOB ...] [--archive PATH]
 ``--archive`` also packs every file the suite wrote into one .tar.gz (handy when the GPU machine is remote).
@@ -67,7 +69,7 @@ def _strip_paths(nb) -> None:
                     output[key] = output[key].replace(str(ROOT), "<repo>")
 
 
-def run_notebooks(pattern: str) -> tuple:
+def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -92,6 +94,7 @@ def run_notebooks(pattern: str) -> tuple:
         _strip_paths(nb)
         nbformat.write(nb, p)
         written.append(Path(p))
+        saved(Path(p))  # archived at once: a run cut short keeps the notebooks already done
     print(f"[{time.perf_counter() - t0:.0f} s]")
     return ok, written, timings
 
@@ -119,15 +122,28 @@ def run_grader(tag: str, exercise: str) -> tuple:
     return out.returncode == 0, [path] if path.exists() else []
 
 
-def run_benchmarks(tag: str, extra: dict, names: list | None) -> tuple:
+def run_benchmarks(tag: str, extra: dict, names: list | None, saved=lambda: None) -> tuple:
+    """Run the benchmarks, merging each result into ``<tag>.json`` as soon as it is done (earlier entries for other
+    benchmarks stay), and call ``saved()`` after each write."""
     from gpucourse import benchmarks
 
     t0 = step("benchmarks")
     path = RESULTS / f"{tag}.json"
-    doc = benchmarks.run(names or None, out=None)
-    doc["suite"] = extra
-    path.write_text(json.dumps(doc, indent=1, default=str))
-    ok = not any("error" in r for r in doc["results"].values())
+    doc = json.loads(path.read_text()) if path.exists() else {"results": {}}
+    doc.setdefault("results", {})
+
+    def write(name, res):
+        doc["results"][name] = res
+        doc["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        doc["environment"] = env.versions()
+        doc["suite"] = extra
+        path.write_text(json.dumps(doc, indent=1, default=str))
+        saved()
+
+    from gpucourse import env
+
+    run = benchmarks.run(names or None, out=None, on_result=write)
+    ok = not any("error" in r for r in run["results"].values())
     print(f"[{time.perf_counter() - t0:.0f} s] -> {path.relative_to(ROOT)}")
     return ok, [path]
 
@@ -160,23 +176,34 @@ def main() -> int:
             return
         with tarfile.open(args.archive, "w:gz") as tar:
             for f in files:
-                tar.add(f, arcname=os.path.relpath(f, ROOT))
+                if os.path.exists(f):
+                    tar.add(f, arcname=os.path.relpath(f, ROOT))
             tar.addfile(tarfile.TarInfo("SUITE_OK" if ok else "SUITE_FAILED"), io.BytesIO(b""))
 
     # Cheapest and most important first, refreshing the archive after each step, so a run cut short keeps the rest.
     files += run_doctor(tag)
     archive()
     if not args.skip_benchmarks:
-        b_ok, f = run_benchmarks(tag, extra, args.bench)
+        files.append(RESULTS / f"{tag}.json")
+        b_ok, f = run_benchmarks(tag, extra, args.bench, saved=archive)
         ok &= b_ok
-        files += f
         archive()
     if not args.skip_notebooks:
+        # Lessons that measure a registered benchmark in their own cells hand it to gpucourse.benchmarks.record,
+        # which merges it into the results file: one measurement for the lesson's outputs and the committed JSON.
+        os.environ["GPUCOURSE_RECORD"] = str(RESULTS / f"{tag}.json")
+        if RESULTS / f"{tag}.json" not in files:
+            files.append(RESULTS / f"{tag}.json")
         nb_ok, all_timings = True, {}
+
+        def keep(path):
+            if path not in files:
+                files.append(path)
+            archive()
+
         for g in args.notebooks:
-            good, f, timings = run_notebooks(g)
+            good, f, timings = run_notebooks(g, saved=keep)
             nb_ok &= good
-            files += f
             all_timings.update(timings)
             archive()
         ok &= nb_ok

@@ -3,6 +3,12 @@
 A benchmark is a function that measures and returns a dict with its figures and, where the course sets a performance
 target, a list of ``target(...)`` entries (a measured ratio against its goal). Lessons register theirs in a module of
 ``gpucourse/bench_suites/``; every module there is imported when the registry is read.
+
+A benchmark may instead register its targets apart (``register(..., targets=fn)``, ``fn(result) -> [target...]``).
+Then a lesson that measures the same thing in its own cells (so the learner sees the code run) hands its result to
+:func:`record`: the targets are evaluated and shown the same way, and when ``$GPUCOURSE_RECORD`` names a JSON file
+(the GPU suite sets it while it executes the lessons) the result is merged into that file under the benchmark's
+name. One measurement then serves both the committed lesson and the committed results file.
 """
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import datetime
 import importlib
 import json
 import operator
+import os
 import pkgutil
 import sys
 import time
@@ -20,14 +27,63 @@ from . import device, env
 _REGISTRY: dict = {}
 
 
-def register(name: str, lesson: str, gpu_only: bool = True):
-    """Decorator: add ``fn() -> dict`` to the registry under ``name`` (unique), for lesson ``lesson``."""
+def register(name: str, lesson: str, gpu_only: bool = True, targets=None):
+    """Decorator: add ``fn() -> dict`` to the registry under ``name`` (unique), for lesson ``lesson``.
+
+    ``targets``: optional ``targets(result) -> list of target(...)``, evaluated on what ``fn`` (or a lesson, through
+    :func:`record`) measured; it gets a copy of the result and may add derived figures to it."""
     def wrap(fn):
         if name in _REGISTRY and _REGISTRY[name]["fn"] is not fn:
             raise ValueError(f"benchmark {name!r} is registered twice")
-        _REGISTRY[name] = {"fn": fn, "lesson": lesson, "gpu_only": gpu_only}
+        _REGISTRY[name] = {"fn": fn, "lesson": lesson, "gpu_only": gpu_only, "targets": targets}
         return fn
     return wrap
+
+
+def evaluate(name: str, result: dict) -> dict:
+    """``result`` with the registered targets of benchmark ``name`` evaluated into ``result["targets"]``."""
+    entry = registry()[name]
+    res = dict(result)
+    if entry["targets"] is not None:
+        res["targets"] = list(res.get("targets", [])) + list(entry["targets"](res))
+    res["lesson"] = entry["lesson"]
+    return res
+
+
+def format_targets(res: dict) -> str:
+    lines = []
+    for t in res.get("targets", []):
+        lines.append(f"  [{'met' if t['met'] else 'MISSED'}] {t['name']}: {t['value']:.3g} (target {t['op']} "
+                     f"{t['goal']:g})")
+    return "\n".join(lines)
+
+
+def record(name: str, result: dict, show: bool = True) -> dict:
+    """A lesson measured benchmark ``name`` itself: evaluate and (``show``) print its targets, and save the result
+    when ``$GPUCOURSE_RECORD`` names a JSON file. Only GPU measurements are benchmarks: in CPU mode this returns
+    ``result`` unchanged and prints nothing. Returns the result with its targets."""
+    if name not in registry():
+        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(registry())}")
+    if not device.on_gpu():
+        return result
+    res = evaluate(name, result)
+    res["measured_in"] = "notebook"
+    if show and res.get("targets"):
+        print(f"{name} targets (course reference, H100):\n{format_targets(res)}")
+    path = os.environ.get("GPUCOURSE_RECORD")
+    if path:
+        doc = {"results": {}}
+        if os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+        doc.setdefault("results", {})[name] = res
+        doc["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        doc["environment"] = env.versions()
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+        os.replace(tmp, path)
+    return res
 
 
 def target(name: str, value: float, goal: float, op: str = ">=") -> dict:
@@ -44,8 +100,11 @@ def registry() -> dict:
     return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1]["lesson"], kv[0])))
 
 
-def run(names=None, out: str | None = None, log=print) -> dict:
-    """Run the named benchmarks (all by default) and return (and optionally write) the results document."""
+def run(names=None, out: str | None = None, log=print, on_result=None) -> dict:
+    """Run the named benchmarks (all by default) and return (and optionally write) the results document.
+
+    ``on_result(name, result)`` is called after each benchmark, so a caller can save what is done before a long
+    run is cut short."""
     reg = registry()
     unknown = set(names or []) - set(reg)
     if unknown:
@@ -62,13 +121,16 @@ def run(names=None, out: str | None = None, log=print) -> dict:
         log(f"[run ] {name} (lesson {entry['lesson']}) ...")
         t0 = time.perf_counter()
         try:
-            res = entry["fn"]()
+            res = evaluate(name, entry["fn"]())
         except Exception:  # one broken benchmark must not lose the others' results
             res = {"error": traceback.format_exc()}
             log(res["error"])
         res["lesson"] = entry["lesson"]
         res["seconds"] = round(time.perf_counter() - t0, 2)
         doc["results"][name] = res
+        log(f"[done] {name} in {res['seconds']:.0f} s" + (" (error)" if "error" in res else ""))
+        if on_result is not None:
+            on_result(name, res)
     log(summary(doc))
     if out:
         with open(out, "w") as f:

@@ -15,8 +15,11 @@ pageable host memory to the device (the CPU must hold the source still until the
 
 How: a ``TorchFunctionMode`` sees every torch call made from Python, tensor methods included (``__bool__``,
 ``__format__``, ``__getitem__``...). On a GPU an op is counted when its tensor lives on the GPU; on a GPU it also
-switches on ``torch.cuda.set_sync_debug_mode("warn")`` and records the synchronizations torch itself reports (an
-explicit ``torch.cuda.synchronize()``, syncs inside library code). In CPU mode there is no device to wait for, so
+switches on ``torch.cuda.set_sync_debug_mode("warn")`` and records the synchronizations torch itself reports (syncs
+inside library code). Explicit waits (``torch.cuda.synchronize()``, ``Stream.synchronize()``,
+``Event.synchronize()``, ``torch.accelerator.synchronize()``) are not torch functions and torch's debug mode does not
+report them, so ``detect()`` wraps those four while it is active (code that saved a reference to one before entering
+is not seen). In CPU mode there is no device to wait for, so
 the detector *emulates* one: every tensor counts as a device tensor, and every ``.to(device)`` without
 ``non_blocking=True`` counts as a blocking copy. Code that passes in CPU mode therefore has none of the patterns
 above; code that fails names the op and line that would stall a GPU.
@@ -216,6 +219,17 @@ class _Detector(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _explicit_waits():
+    """``(owner, attribute, label)`` for the explicit CPU-waits-for-GPU calls that exist in this torch."""
+    out = [(torch.cuda, "synchronize", "torch.cuda.synchronize"),
+           (torch.cuda.Stream, "synchronize", "Stream.synchronize"),
+           (torch.cuda.Event, "synchronize", "Event.synchronize")]
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None and hasattr(acc, "synchronize"):
+        out.append((acc, "synchronize", "torch.accelerator.synchronize"))
+    return out
+
+
 class detect:
     """Context manager recording every synchronization in its body: ``with detect() as log: ...``.
 
@@ -232,6 +246,7 @@ class detect:
         self._mode = None
         self._warn_ctx = None
         self._old_debug = None
+        self._patched = []
 
     def _showwarning(self, message, category, filename, lineno, file=None, line=None):
         text = str(message)
@@ -254,11 +269,34 @@ class detect:
             self._old_debug = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode("warn")
         self._mode = _Detector(self.log, self.emulate, self.skip_files)
+        for owner, attr, label in _explicit_waits():
+            original = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
+            setattr(owner, attr, self._wrap_wait(original, label))
+            self._patched.append((owner, attr, original))
         self._mode.__enter__()
         return self.log
 
+    def _wrap_wait(self, original, label):
+        import functools
+
+        @functools.wraps(original)
+        def wait(*args, **kwargs):
+            if not self._mode.inside:
+                fn, ln, function, src = _caller(self.skip_files)
+                self.log.append(Sync(label, "explicit wait: the CPU stops until the GPU has finished", fn, ln,
+                                     function, src))
+            self._mode.inside += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._mode.inside -= 1
+        return wait
+
     def __exit__(self, *exc):
         self._mode.__exit__(*exc)
+        for owner, attr, original in reversed(self._patched):
+            setattr(owner, attr, original)
+        self._patched.clear()
         if self.cuda_debug:
             torch.cuda.set_sync_debug_mode(self._old_debug)
             self._warn_ctx.__exit__(*exc)

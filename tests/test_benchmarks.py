@@ -48,3 +48,61 @@ def test_unknown_benchmark_is_a_usage_error():
     r = subprocess.run([sys.executable, "-m", "gpucourse.cli", "bench", "no_such_thing"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2 and "unknown benchmark" in r.stderr
+
+
+def test_record_does_nothing_in_cpu_mode(tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    monkeypatch.setenv("GPUCOURSE_RECORD", str(out))
+    monkeypatch.setattr(benchmarks.device, "on_gpu", lambda: False)
+    res = {"anything": 1}
+    assert benchmarks.record("memory03_fusion", res) is res
+    assert not out.exists()
+
+
+def test_record_unknown_name_is_an_error():
+    with pytest.raises(KeyError, match="unknown benchmark"):
+        benchmarks.record("no_such_benchmark", {})
+
+
+def test_record_evaluates_targets_and_merges_into_the_results_file(tmp_path, monkeypatch, capsys):
+    """What a lesson records on a GPU: a real (CPU-sized) fusion result, then a synthetic sum_many one; earlier
+    entries of the file stay."""
+    from gpucourse.bench_suites import memory03
+
+    out = tmp_path / "r.json"
+    out.write_text(json.dumps({"results": {"older": {"kept": True}}}))
+    fus = memory03.fusion(n=2**10, rows=8, cols=64, compile=False, bench_kw={"rep_ms": 1, "warmup_ms": 1})
+    monkeypatch.setenv("GPUCOURSE_RECORD", str(out))
+    monkeypatch.setattr(benchmarks.device, "on_gpu", lambda: True)  # record() only saves GPU measurements
+    monkeypatch.setattr(benchmarks.env, "versions", lambda: {"torch": "x", "mode": "gpu"})  # no GPU to ask
+    res = benchmarks.record("memory03_fusion", fus)
+    assert [t["name"] for t in res["targets"]] == [
+        "fused swish_residual (Triton, fp32 2^26) / copy bandwidth", "fused swish_residual: eager time / Triton time"]
+    assert "targets" not in fus, "record must not change the lesson's own dict"
+    rows = {"sum_many (one CUDA launch)": {"ms": 0.3}, "one torch.sum over the concatenation": {"ms": 0.28},
+            "Python loop of t.sum()": {"ms": 36.0}, "torch._foreach_norm": {"ms": 5.0}}
+    res = benchmarks.record("cuda04_sum_many", {"seed_case": {"rows": rows}, "small_case": {"rows": {}}})
+    met = {t["name"]: t["met"] for t in res["targets"]}
+    assert met == {"sum_many time / one torch.sum over the concatenation": True,
+                   "Python loop time / sum_many time": True, "_foreach_norm time / sum_many time": False}
+    printed = capsys.readouterr().out
+    assert "[MISSED] _foreach_norm time / sum_many time: 16.7 (target >= 20)" in printed
+    doc = json.loads(out.read_text())
+    assert set(doc["results"]) == {"older", "memory03_fusion", "cuda04_sum_many"}
+    assert doc["results"]["cuda04_sum_many"]["measured_in"] == "notebook" and doc["environment"]["torch"]
+
+
+def test_every_registered_targets_function_reads_what_its_benchmark_returns():
+    """Each lesson benchmark with targets apart names the keys its measuring function produces (checked on a
+    result shaped by the benchmark's own functions where they run on the CPU)."""
+    reg = benchmarks.registry()
+    with_targets = {n for n, e in reg.items() if e["targets"] is not None}
+    assert {"pipeline01_timing_pairs", "pipeline02_h2d", "pipeline02_overlap", "pipeline02_launch_overhead",
+            "pipeline02_training_loop", "memory03_working_set", "memory03_access", "memory03_roofline",
+            "memory03_fusion", "cuda04_ladder", "cuda04_sum_many"} <= with_targets
+    r = benchmarks.evaluate("cuda04_ladder", {"rows": {"block_sum (workbook)": {"gbps": 2900.0},
+                                                       "torch.sum": {"gbps": 3000.0}}})
+    assert r["targets"][0]["met"] and r["lesson"] == "04"
+    r = benchmarks.evaluate("memory03_working_set", {"sizes": [2**22, 2**30], "gbps": [9000.0, 3000.0],
+                                                     "l2_bytes": 50 * 2**20})
+    assert r["targets"] == [] and r["l2_over_hbm"] == 3.0

@@ -118,10 +118,3 @@ def test_lesson03_benchmarks_are_registered_gpu_only():
     reg = benchmarks.registry()
     names = {"memory03_working_set", "memory03_access", "memory03_roofline", "memory03_fusion"}
     assert names <= set(reg) and all(reg[n]["gpu_only"] and reg[n]["lesson"] == "03" for n in names)
-
-
-@pytest.mark.gpu
-def test_fused_chain_meets_its_targets_on_gpu():
-    res = memory03.fusion_bench()
-    for t in res["targets"]:
-        assert t["met"], t

@@ -117,10 +117,52 @@ def test_real_mode_ignores_host_tensors():
     assert len(log) == 0, log.report()
 
 
+def test_explicit_waits_are_wrapped_only_inside_detect_and_recorded():
+    originals = [getattr(o, a) for o, a, _ in syncs._explicit_waits()]
+    with syncs.detect() as log:
+        assert torch.cuda.synchronize is not originals[0]
+        if not torch.cuda.is_available():
+            with pytest.raises(Exception):  # a CPU-only build cannot wait, but the call is still recorded
+                torch.cuda.synchronize()
+        else:
+            torch.cuda.synchronize()
+    assert [getattr(o, a) for o, a, _ in syncs._explicit_waits()] == originals
+    assert log.ops() == ["torch.cuda.synchronize"], log.report()
+    assert log[0].filename == __file__ and "torch.cuda.synchronize()" in log[0].line
+
+
 @pytest.mark.gpu
-def test_gpu_sync_debug_mode_catches_explicit_synchronize_and_restores_mode():
+def test_gpu_explicit_stream_and_event_waits_are_recorded():
+    x = torch.ones(1024, device="cuda")
+    with syncs.detect() as log:
+        y = x * 2
+        ev = torch.cuda.Event()
+        ev.record()
+        ev.synchronize()
+        torch.cuda.current_stream().synchronize()
+        torch.cuda.synchronize()
+    assert log.ops() == ["Event.synchronize", "Stream.synchronize", "torch.cuda.synchronize"], log.report()
+    assert y.sum().item() == 2048
+
+
+@pytest.mark.gpu
+def test_gpu_sync_debug_mode_reports_syncs_the_op_classifier_cannot_see_and_restores_mode():
+    """With torch functions disabled, the TorchFunctionMode sees nothing; torch's own debug mode still warns."""
+    x = torch.ones(16, device="cuda")
     before = torch.cuda.get_sync_debug_mode()
     with syncs.detect() as log:
-        torch.cuda.synchronize()
+        with torch._C.DisableTorchFunction():
+            x.sum().item()
     assert torch.cuda.get_sync_debug_mode() == before
     assert any(s.op == "CUDA synchronization" for s in log), log.report()
+
+
+@pytest.mark.gpu
+def test_gpu_sync_free_code_reports_nothing():
+    x = torch.ones(1 << 16, device="cuda")
+    with syncs.detect() as log:
+        for _ in range(5):
+            x = torch.relu(x * 1.5 - 0.5)
+        total = x.sum()
+    assert len(log) == 0, log.report()
+    assert total.item() > 0

@@ -263,47 +263,61 @@ def fusion(n: int = 2**26, rows: int = 16384, cols: int = 4096, compile: bool | 
 # Registered benchmarks (GPU only): the figures and targets in benchmarks/results/<gpu>.json.
 
 
-@register("memory03_working_set", lesson="03")
-def working_set_bench() -> dict:
-    res = working_set()
-    l2 = res["l2_bytes"] or 0
+def _working_set_figures(res) -> list:
+    """Adds the L2 plateau and the device-memory floor to ``res``; no target (the lesson shows the curve)."""
+    l2 = res.get("l2_bytes") or 0
     inside = [g for s, g in zip(res["sizes"], res["gbps"]) if 2**22 <= s <= l2 // 2]
     outside = [g for s, g in zip(res["sizes"], res["gbps"]) if s >= 8 * l2]
     if inside and outside:
         res["l2_plateau_gbps"], res["hbm_gbps"] = max(inside), min(outside)
         res["l2_over_hbm"] = max(inside) / min(outside)
-    return res
+    return []
 
 
-@register("memory03_access", lesson="03")
-def access_bench() -> dict:
-    res = access_patterns()
+@register("memory03_working_set", lesson="03", targets=_working_set_figures)
+def working_set_bench() -> dict:
+    return working_set()
+
+
+def _access_figures(res) -> list:
     base = res["rows"][0]["triton_gbps"]
     for row in res["rows"]:
         row["triton_vs_coalesced"] = row["triton_gbps"] / base
-    return res
+    return []
 
 
-@register("memory03_roofline", lesson="03")
+@register("memory03_access", lesson="03", targets=_access_figures)
+def access_bench() -> dict:
+    return access_patterns()
+
+
+def roofline_result(ceilings, points) -> dict:
+    """The JSON-able record of a roofline measurement: the ceilings used and each point without its op object."""
+    return {"ceilings": {"gbps": ceilings.gbps, "tflops": ceilings.tflops, "dtype": ceilings.dtype,
+                         "source": ceilings.source, "ops_per_byte": ceilings.ops_per_byte},
+            "points": [{k: v for k, v in p.items() if k != "op"} for p in points]}
+
+
+def _roofline_targets(res) -> list:
+    return [target(f"{p['name']}: measured / predicted time (memory-bound)", p["measured_over_predicted"], 1.25,
+                   "<=") for p in res["points"] if p["bound"] == "memory"]
+
+
+@register("memory03_roofline", lesson="03", targets=_roofline_targets)
 def roofline_bench() -> dict:
     from .. import roofline as R
 
     c = R.measured_ceilings()
-    points = roofline_points(c)
-    rows = [{k: v for k, v in p.items() if k != "op"} for p in points]
-    targets = [target(f"{p['name']}: measured / predicted time (memory-bound)", p["measured_over_predicted"], 1.25,
-                      "<=") for p in points if p["bound"] == "memory"]
-    return {"ceilings": {"gbps": c.gbps, "tflops": c.tflops, "dtype": c.dtype, "source": c.source,
-                         "ops_per_byte": c.ops_per_byte}, "points": rows, "targets": targets}
+    return roofline_result(c, roofline_points(c))
 
 
-@register("memory03_fusion", lesson="03")
-def fusion_bench() -> dict:
-    res = fusion()
+def _fusion_targets(res) -> list:
     sw = res["swish_residual"]
-    res["targets"] = [
-        target("fused swish_residual (Triton, fp32 2^26) / copy bandwidth", sw["triton"]["gbps"] / sw["copy_gbps"],
-               0.9),
-        target("fused swish_residual: eager time / Triton time", sw["eager"]["ms"] / sw["triton"]["ms"], 2.0),
-    ]
-    return res
+    return [target("fused swish_residual (Triton, fp32 2^26) / copy bandwidth", sw["triton"]["gbps"] / sw["copy_gbps"],
+                   0.9),
+            target("fused swish_residual: eager time / Triton time", sw["eager"]["ms"] / sw["triton"]["ms"], 2.0)]
+
+
+@register("memory03_fusion", lesson="03", targets=_fusion_targets)
+def fusion_bench() -> dict:
+    return fusion()
