@@ -23,7 +23,8 @@ def _worker(q: queue.Queue) -> None:
     while True:
         seconds = q.get()
         try:
-            time.sleep(seconds)
+            if type(seconds) is float:  # never anything else: this thread must not run code that was put on its queue
+                time.sleep(seconds)
         finally:
             q.task_done()
 
@@ -75,4 +76,4 @@ def sleep_kernel(ms: float) -> None:
 
         torch.cuda._sleep(max(1, int(ms * cycles_per_ms())))
     else:
-        _cpu_queue().put(ms / 1e3)
+        _cpu_queue().put(float(ms) / 1e3)

@@ -13,8 +13,10 @@ import sys
 import time
 
 import pytest
+import torch
 
 import gpucourse
+from gpucourse.exercises import get
 from gpucourse.grading import grader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -181,6 +183,147 @@ def test_help_names_the_statuses():
     assert proc.returncode == 0
     for word in ("passed", "failed", "error", "timeout", "crashed", "score"):
         assert word in proc.stdout
+
+
+# --- judged exercises (Exercise.judge): the judge runs inside the isolated worker --------------------------------
+
+# exercise -> file -> (status (None: any), substring of the message (None: any), substrings that must appear among the
+# flags). A cheat that would pass in-process must fail here for the right reason, or (the documented limitation:
+# forging from inside the call) at least be flagged.
+JUDGED = {
+    "fix_training_loop": {
+        "right_device_metrics.py": ("passed", "all 2 cases passed", []),
+        "wrong_item_in_loop.py": ("failed", "Tensor.item at wrong_item_in_loop.py:19", []),
+        "wrong_results.py": ("failed", "'losses' differs from the reference loop", []),
+        "cheat_patch_detector.py": ("failed", "synchronization(s) inside train_fast", [
+            "gpucourse.syncs.detect", "the contents of gpucourse.syncs.READS", "the code of gpucourse.syncs.classify",
+            "SyncLog.__len__ (added)", "a TorchFunctionMode left on torch's stack"]),
+        "cheat_patch_comparisons.py": ("failed", "'losses' differs from the reference loop", [
+            "torch.allclose", "gpucourse.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
+            "torch's dispatch"]),
+        "cheat_patch_in_call.py": ("failed", "synchronization(s) inside train_fast", [
+            "gpucourse.syncs.SyncLog.__bool__ (added)", "torch.equal"]),
+        "cheat_background_thread.py": ("error", "tampered with the judge", ["tampered with the judge", "threads"]),
+        "cheat_print_and_exit.py": ("error", "raised SystemExit: 0", []),
+        # The documented limitation: hooks switched off inside the call blind the detector in CPU mode (a GPU's sync
+        # debug mode still sees them). It cannot be caught from inside the process; it must be flagged.
+        "cheat_disable_hooks_in_call.py": (None, None, ["switches off torch's dispatch"]),
+    },
+    "roofline_classify": {
+        "right_count_bytes.py": ("passed", "all 3 cases passed", []),
+        "wrong_no_output_bytes.py": ("failed", "(2x the right value)", []),
+        "cheat_lying_bound.py": ("failed", "bound expected 'compute', got 'memory'", []),
+        # Threads are not wrong in themselves (torch.compile leaves a pool): flagged, and judged as usual.
+        "right_thread_pool.py": ("passed", "all 3 cases passed", ["left threads running beside the judge"]),
+    },
+    "time_gpu": {  # both pass gpucourse.check in-process
+        "cheat_fake_queue.py": ("failed", "one call takes", []),
+        "cheat_lying_float.py": ("failed", "returned 0.001 ms; one call takes", []),
+    },
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(JUDGED))
+def test_judged_submissions_get_their_verdict(exercise, tmp_path):
+    """One `gpucourse grade` call per exercise (a module fixture would be graded once per xdist worker)."""
+    folder = os.path.join(HERE, "submissions", exercise)
+    files = sorted(os.listdir(folder))
+    assert files == sorted(JUDGED[exercise]), "every submission needs an entry in JUDGED (and vice versa)"
+    proc = _grade([exercise, *[os.path.join(folder, f) for f in files], "--jobs", "2", "--timeout", str(TIMEOUT),
+                   "--json", str(tmp_path / "r.json")], timeout=1200)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["exercise"] == exercise and set(report) == {"exercise", "environment", "results"}
+    names = [c.name for c in get(exercise).cases]
+    wrong = []
+    for r, name in zip(report["results"], files):
+        assert os.path.basename(r["submission"]) == name
+        assert set(r) == {"submission", "status", "score", "message", "checks", "flags", "seconds"}
+        status, reason, flags = JUDGED[exercise][name]
+        detail = f"{name}: {r['status']} {r['message']!r} {r['flags']}"
+        if (status is not None and r["status"] != status) or (reason is not None and reason not in r["message"]) \
+                or not all(any(f in g for g in r["flags"]) for f in flags):
+            wrong.append(detail)
+        if r["status"] in ("passed", "failed"):  # a verdict for every case, as for compared exercises
+            assert [c["name"] for c in r["checks"]] == names, detail
+            assert r["score"] == sum(c["passed"] for c in r["checks"]) / len(names), detail
+        assert f"{r['status']:<8} {r['score']:.2f}  {r['message']}" in proc.stdout, detail  # the text report
+    assert not wrong, "\n".join(wrong)
+
+
+def test_judging_snapshot_undoes_what_a_submission_patches():
+    """In-process, the worker's defence: snapshot, patch what fix_training_loop's judge relies on, restore."""
+    from torch.overrides import TorchFunctionMode
+
+    from gpucourse import syncs
+    from gpucourse.exercises import fix_training_loop
+    from gpucourse.grading import judging
+
+    originals = (torch.allclose, syncs.detect, dict(syncs.READS), syncs.classify.__code__, fix_training_loop.RTOL)
+    snap = judging.Snapshot()
+    handle = None
+    try:
+        torch.allclose = lambda *a, **k: True
+        syncs.detect = None
+        syncs.READS.clear()
+        syncs.classify.__code__ = (lambda func, args, kwargs, emulate: None).__code__
+        syncs.SyncLog.__len__ = lambda self: 0
+        fix_training_loop.RTOL = float("inf")
+        handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 0)
+        TorchFunctionMode().__enter__()
+        undone = snap.restore()
+    finally:
+        if handle is not None:
+            handle.remove()
+        torch.allclose, syncs.detect, syncs.classify.__code__, fix_training_loop.RTOL = (
+            originals[0], originals[1], originals[3], originals[4])
+        syncs.READS.update(originals[2])
+        if "__len__" in vars(syncs.SyncLog):
+            del syncs.SyncLog.__len__
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+    assert (torch.allclose, syncs.detect, syncs.classify.__code__, fix_training_loop.RTOL) == (
+        originals[0], originals[1], originals[3], originals[4])
+    assert dict(syncs.READS) == originals[2] and "__len__" not in vars(syncs.SyncLog)
+    for what in ("torch.allclose", "gpucourse.syncs.detect", "the contents of gpucourse.syncs.READS",
+                 "the code of gpucourse.syncs.classify", "gpucourse.syncs.SyncLog.__len__ (added)",
+                 "gpucourse.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
+                 "a TorchFunctionMode left on torch's stack"):
+        assert any(what in u for u in undone), (what, undone)
+    assert snap.restore() == []
+
+
+def test_judging_sealed_call_returns_plain_values_and_restores():
+    from gpucourse.grading import judging
+
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return True if getattr(func, "__name__", "") == "allclose" else super().__torch_function__(
+                func, types, args, kwargs)
+
+    class Anything(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    class Pretender:
+        __class__ = property(lambda self: float)
+
+    allclose = torch.allclose
+
+    def fn():
+        torch.allclose = lambda *a, **k: True  # patched during the call: undone when it returns
+        return {"t": torch.zeros(2).as_subclass(Liar), "s": Anything("memory"), "p": Pretender(), "n": [1, (2.5,)]}
+
+    changed, threads = [], []
+    out = judging.sealed(fn, changed, threads)()
+    assert torch.allclose is allclose and any("torch.allclose" in c for c in changed) and threads == []
+    assert type(out) is dict and type(out["t"]) is torch.Tensor and not torch.allclose(out["t"], torch.ones(2))
+    assert type(out["s"]) is str and out["s"] != "compute"
+    assert not isinstance(out["p"], float) and "Pretender" in repr(out["p"])
+    assert out["n"] == [1, (2.5,)]
 
 
 def test_static_flags():

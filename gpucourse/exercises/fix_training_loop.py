@@ -1,6 +1,11 @@
 """Lesson 02's exercise: the training loop without a single synchronization, with the same results."""
 from __future__ import annotations
 
+import os
+
+import torch
+
+from .. import syncs, trainloop  # at module level: loaded before a graded submission is (see Exercise.judge)
 from .spec import Case, Exercise
 
 STATEMENT = """\
@@ -19,16 +24,18 @@ function under `gpucourse.syncs.detect()`: no `.item()`, `.cpu()`, `.tolist()`, 
 RTOL = 1e-4
 
 
+def _host(t) -> torch.Tensor:
+    """A parameter's values on the host as a plain tensor, whatever class ``fn`` may have given its Python object."""
+    return torch.Tensor.as_subclass(t, torch.Tensor).detach().cpu().double()
+
+
 def judge(fn, params: dict, seed: int) -> list:
-    import os
-
-    import torch
-
-    from .. import syncs, trainloop
-
     model, opt, batches = trainloop.make_problem(seed % (2**31), steps=params["steps"], nan_at=params.get("nan_at"))
     ref_model, ref_opt, _ = trainloop.clone_problem(model, batches)
     expected = trainloop.to_host(trainloop.train_fixed(ref_model, ref_opt, batches))
+    # The judge's own handles on the parameters, taken before fn can touch the model (it could replace methods).
+    named = list(model.named_parameters())
+    ref_params = list(ref_model.parameters())
     with syncs.detect(skip_files=[os.path.abspath(__file__)]) as log:
         got = fn(model, opt, batches)
     problems = []
@@ -55,9 +62,8 @@ def judge(fn, params: dict, seed: int) -> list:
         elif not torch.allclose(have.double(), want.double(), rtol=RTOL, atol=RTOL, equal_nan=True):
             problems.append(f"{key!r} differs from the reference loop: got {have.tolist()}, expected "
                             f"{want.tolist()}")
-    for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
-        if not torch.allclose(p.detach().cpu().double(), q.detach().cpu().double(), rtol=RTOL, atol=RTOL,
-                              equal_nan=True):
+    for (name, p), q in zip(named, ref_params):
+        if not torch.allclose(_host(p), _host(q), rtol=RTOL, atol=RTOL, equal_nan=True):
             problems.append(f"after training, parameter {name} differs from the reference loop's: train the "
                             f"model you are given, one opt.step() per batch")
             break

@@ -66,8 +66,12 @@ class Exercise:
     (is the number it returns close to a measured truth?) or a loop that must not synchronize. Then the checker
     calls ``judge(fn, case.params, seed)`` for each case instead of make_inputs/reference/compare, and the judge
     returns the list of problems it found (empty: the case passed). Exceptions from the learner's ``fn`` propagate
-    (the checker reports them as the learner's). ``make_inputs`` and ``reference`` are then unused (None). Judged
-    exercises are checked in-process by ``gpucourse.check``; the batch grader does not run them.
+    (the checker reports them as the learner's). ``make_inputs`` and ``reference`` are then unused (None).
+    ``gpucourse.check`` runs the judge in-process; the batch grader runs it inside its isolated worker, where ``fn``
+    returns only plain values (exact dicts, lists, numbers, strings, plain tensors) and everything the judge relies on
+    is restored after each call into ``fn``. So a judge should build its inputs and its expected answer before calling
+    ``fn``, import what it uses at module level (so it is loaded before the submission), and after the call look only
+    at what ``fn`` returned and at objects it kept itself -- not call methods of objects ``fn`` was given.
     """
 
     id: str

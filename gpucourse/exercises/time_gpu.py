@@ -5,6 +5,7 @@ import math
 import statistics
 import time
 
+from ..asyncqueue import sleep_kernel, synchronize
 from .spec import Case, Exercise
 
 STATEMENT = """\
@@ -24,8 +25,6 @@ ABS_MS = 0.15
 
 def _truth(fn, reps: int) -> float:
     """The checker's own measurement: synchronize, time one call, synchronize; median of ``reps``."""
-    from ..asyncqueue import synchronize
-
     fn()
     samples = []
     for _ in range(reps):
@@ -38,8 +37,6 @@ def _truth(fn, reps: int) -> float:
 
 
 def judge(time_gpu, params: dict, seed: int) -> list:
-    from ..asyncqueue import sleep_kernel, synchronize
-
     ms = params["ms"]
     calls = {"n": 0}
 

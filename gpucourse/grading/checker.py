@@ -2,8 +2,9 @@
 
 The pieces here are shared with the batch grader: :func:`make_case` (inputs from a seed, inside canary memory, and
 the reference answer), :func:`run_call` (the learner's call with poisoned allocations, launch counting and op
-recording; the grader runs it inside the isolated worker) and :func:`evaluate` (the verdict, computed from the
-reference, never by the learner's code path). In a notebook the learner's code shares this process, so ``check`` is
+recording; the grader runs it inside the isolated worker), :func:`evaluate` (the verdict, computed from the
+reference, never by the learner's code path) and, for judged exercises, :func:`judge_case` (the grader's worker runs
+it on a sealed function, see judging.py). In a notebook the learner's code shares this process, so ``check`` is
 feedback, not proof: the batch grader (``gpucourse grade``) is what an instructor trusts.
 """
 from __future__ import annotations
@@ -84,9 +85,14 @@ def new_seed() -> int:
     return int.from_bytes(os.urandom(8), "little") >> 1
 
 
+def case_seed(seed: int, index: int) -> int:
+    """The seed of case number ``index`` of a check whose secret seed is ``seed``."""
+    return (seed + 7919 * index) % (2**63 - 1)
+
+
 def make_case(ex, case, seed: int, index: int) -> tuple:
     """(arguments as guarded CPU buffers, expected output) for one case. The reference runs on private copies."""
-    gen = torch.Generator().manual_seed((seed + 7919 * index) % (2**63 - 1))
+    gen = torch.Generator().manual_seed(case_seed(seed, index))
     raw = ex.make_inputs(case.params, gen)
     args = [guards.guarded(a) if isinstance(a, torch.Tensor) else {"value": a} for a in raw]
     private = [guards.view_of(a).clone() if "buffer" in a else a["value"] for a in args]
@@ -113,6 +119,13 @@ def to_device(args: list, dev) -> list:
 
 def call_values(args: list) -> list:
     return [guards.view_of(a) if "buffer" in a else a["value"] for a in args]
+
+
+def judge_case(judge, fn, params: dict, seed: int) -> list:
+    """The problems an exercise's judge (``Exercise.judge``) finds with ``fn`` on one case (empty: it passed).
+    Exceptions from ``fn`` propagate. ``check`` calls it in-process; the batch grader's worker calls it on a sealed
+    ``fn`` (judging.py)."""
+    return [str(p) for p in judge(fn, params, seed)]
 
 
 def run_call(ex, fn, args: list) -> dict:
@@ -311,7 +324,7 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
     for index, case in enumerate(ex.cases):
         if ex.judge is not None:  # the spec judges the function itself (see Exercise.judge)
             try:
-                problems = [str(p) for p in ex.judge(fn, case.params, (seed + 7919 * index) % (2**63 - 1))]
+                problems = judge_case(ex.judge, fn, case.params, case_seed(seed, index))
             except Exception as exc:
                 status, message = _raised(ex, case, exc)
                 break

@@ -12,11 +12,14 @@ statuses:
   passed   every correctness check passed (score 1)
   failed   it ran but is wrong: wrong values, no required kernel launched, wrong shape/dtype/device, elements never
            written, out-of-bounds writes, nondeterministic, modified inputs (score = fraction of cases passed)
-  error    could not be loaded or compiled, or raised (score 0)
+  error    could not be loaded or compiled, or raised, or (judged) changed what the judge relies on while it was
+           deciding (score 0)
   timeout  over --timeout seconds, process start and imports included (score 0)
   crashed  the process died: segfault, abort, os._exit, a CUDA fault (score 0)
+judged exercises (a timer, a loop that must not synchronize, answers judged against fresh numbers) are judged
+inside the submission's isolated worker process, and their problems are reported per case like any other exercise.
 flags mark what deserves a human look (calls to the reference torch op, suspicious source, speed above the device's
-physical limit, huge output) without changing the status.
+physical limit, huge output, patches the worker had to undo before judging) without changing the status.
 exit status: 0 when every submission received a status; 2 for usage errors (unknown exercise, missing file).
 """
 
@@ -56,10 +59,9 @@ def main(argv=None) -> int:
     except KeyError:
         return _usage_error(f"unknown exercise {args.exercise!r}; known exercises: {', '.join(all_ids())}")
     if ex.gpu_only and not device.on_gpu():
-        return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode")
-    if getattr(ex, "judge", None) is not None:
-        return _usage_error(f"exercise {ex.id!r} is judged in-process; check it in its notebook with "
-                            f"gpucourse.check({ex.id!r}, fn) (the batch grader does not run judged exercises yet)")
+        hint = (f" (its CUDA kernels cannot run here; in a notebook, gpucourse.check({ex.id!r}, fn) compile-checks "
+                f"them with nvcc)") if ex.kind == "cuda" else ""
+        return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode{hint}")
     for path in args.submissions:
         if not os.path.exists(path):
             return _usage_error(f"no such submission: {path}")

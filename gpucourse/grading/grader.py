@@ -15,20 +15,35 @@ Security model (submissions are careless at best and hostile at worst):
   process group is killed. A crash, hang or CUDA fault therefore cannot reach the next submission; with several GPUs
   each job gets its own through ``CUDA_VISIBLE_DEVICES``.
 * Outputs are poisoned and inputs surrounded by canaries (guards.py); every case runs twice where races are possible.
+* Judged exercises (``Exercise.judge``: a timer, a loop that must not synchronize, answers judged against fresh
+  numbers) have no output to compare here: their judge must watch the call. It runs inside the same isolated worker,
+  through the same code as ``gpucourse.check`` (``checker.judge_case``), on the case's parameters and a seed sent from
+  here, and only its list of problems comes back over the channel; the verdict is built from it exactly as for
+  other exercises. Against a submission that patches what the judge relies on (``torch.allclose``,
+  ``gpucourse.syncs.detect``, a tolerance, the sync detector's tables, torch's mode stack, a global forward hook),
+  the worker snapshots all of that before loading the submission and restores it before the first case and after
+  every call into the submission, and the judge sees only plain values from the function (judging.py); what had to
+  be restored is flagged, and a change found after a verdict (made while the judge was deciding: a thread, a hook)
+  makes the case an error. Printing fake results, exiting (``sys.exit`` is an error, ``os._exit`` a crash) and
+  returning objects that lie about themselves do not pass.
 
 Known limitation, stated honestly: the submission shares the worker's process, so what the worker *reports about
-itself* — which kernels were launched, which torch ops were called, allocation overruns, GPU timings — can be
-forged by code written to do so (for example by writing a forged message to the result pipe, or by patching the
-launch counters). Correctness cannot be forged that way: a forged message still has to carry the right outputs. To
-make forging visible, the grader scans the source and *flags* (without changing the status) code that reaches for
-the grader's machinery (``gc.get_objects``, ``sys.modules``, ``gpucourse.grading``, ``os._exit``, ``ctypes``,
-``/proc``, file descriptors...), so a human looks at it.
+itself* — which kernels were launched, which torch ops were called, allocation overruns, GPU timings, and for judged
+exercises the judge's verdict itself — can be forged by code written to do so (for example by writing a forged
+message to the result pipe, by patching the launch counters, or, judged, by reaching the judge's frames, switching
+off torch's function hooks inside the call, or leaving code running beside the judge through an audit hook or a
+dispatcher kernel). For exercises compared here, correctness cannot be forged that way: a forged message still has
+to carry the right outputs. To make forging visible, the grader scans the source and *flags* (without changing the
+status) code that reaches for the grader's machinery (``gc.get_objects``, ``sys.modules``, ``gpucourse.grading``,
+``os._exit``, ``ctypes``, ``/proc``, file descriptors, frames, torch's dispatch hooks, interpreter hooks...), so a
+human looks at it.
 
 Statuses: ``passed`` every correctness check passed; ``failed`` it ran but is wrong (wrong values, no required kernel
-launched, wrong shape/dtype, elements never written, out-of-bounds writes, nondeterminism, modified inputs);
-``error`` it could not be loaded or compiled, or raised; ``timeout`` over the time limit (an import that never
-finishes included); ``crashed`` the process died (segfault, abort, ``os._exit``, a CUDA fault). Score: the fraction of
-cases passed for passed/failed, 0 for error, timeout and crashed.
+launched, wrong shape/dtype, elements never written, out-of-bounds writes, nondeterminism, modified inputs; judged:
+any problem the judge found, e.g. a synchronization in the loop); ``error`` it could not be loaded or compiled, or
+raised, or changed what the judge relies on while it was deciding (a thread, a hook); ``timeout``
+over the time limit (an import that never finishes included); ``crashed`` the process died (segfault, abort,
+``os._exit``, a CUDA fault). Score: the fraction of cases passed for passed/failed, 0 for error, timeout and crashed.
 """
 from __future__ import annotations
 
@@ -71,6 +86,15 @@ SUSPICIOUS = [  # (regex, why a human should look)
     (r"\bbuiltins\b|__builtins__", "modifies builtins"),
     (r"setattr\s*\(\s*(torch|triton)|\btorch\s*\.\s*\w+\s*=[^=]|\btorch\.Tensor\s*\.\s*\w+\s*=[^=]|"
      r"\btriton\s*\.[\w.]+\s*=[^=]", "monkeypatches torch or triton"),
+    (r"\b(syncs|trainloop|roofline|asyncqueue|exercises\.\w+)\s*\.\s*\w+\s*(\.\s*\w+\s*)*=[^=]|"
+     r"setattr\s*\(\s*(gpucourse|syncs|trainloop|roofline|asyncqueue)\b",
+     "monkeypatches the course's helpers (what judges rely on)"),
+    (r"DisableTorchFunction|_disable_torch_function|torch_function_stack|_set_torch_function_state|"
+     r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__|torch\.library|\btorch\._C\b|"
+     r"set_sync_debug_mode",
+     "hooks into or switches off torch's dispatch (modes, torch.library, torch._C): the sync detector relies on it"),
+    (r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)|\bgc\s*\.\s*callbacks|\bweakref\b|"
+     r"\bthreading\b|\b_thread\b|\bdef\s+__del__", "installs hooks or threads that run code later"),
     (r"\bsubprocess\b|\bos\s*\.\s*(system|popen|fork)\b|\bmultiprocessing\b", "starts other processes"),
     (r"\bsocket\b|\burllib\b|\brequests\b", "uses the network"),
 ]
@@ -290,20 +314,34 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         return
     dev_type = "cuda" if _device.on_gpu() else "cpu"
     all_ops: dict = {}
+    patched: list = []
+    threads: list = []
     for index, case in enumerate(ex.cases):
+        if ex.judge is not None:
+            # Judged: the judge runs in the worker (it must watch the call); only its list of problems comes back.
+            protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
+                                 "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
+            msg = expect("judged", "raised")
+            if msg.get("index") != index:
+                raise protocol.Malformed("verdict for the wrong case")
+            _note_patched(patched, msg.get("patched"))
+            _note_patched(threads, msg.get("threads"))
+            if msg["type"] == "raised":
+                _raised(ex, case, msg, result, patched, threads)
+                return
+            problems = msg.get("problems")
+            if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+                raise protocol.Malformed("problems are not a list of strings")
+            result.checks.append({"name": case.name, "passed": not problems,
+                                  "detail": "ok" if not problems else "\n".join(p[:2000] for p in problems[:50])})
+            continue
         args, expected = checker.make_case(ex, case, seed, index)
         protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
         msg = expect("result", "raised")
         if msg.get("index") != index:
             raise protocol.Malformed("result for the wrong case")
         if msg["type"] == "raised":
-            result.status, result.score = "error", 0.0
-            last = (str(msg.get("traceback", "")).strip().splitlines() or [""])[-1][:200]
-            what = "raised NotImplementedError (not implemented yet)" if msg.get("not_implemented") else \
-                f"raised {last or str(msg.get('exc_type'))[:60]}"
-            result.message = f"{ex.function} {what} on case {case.name!r}"
-            result.checks.append({"name": case.name, "passed": False,
-                                  "detail": str(msg.get("traceback", ""))[-5000:]})
+            _raised(ex, case, msg, result)
             return
         out, out_device = _unpack(msg["out"])
         out2 = _unpack(msg["out2"])[0] if msg.get("out2") is not None else None
@@ -322,6 +360,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         result.checks.append({"name": case.name, "passed": passed,
                               "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}"
                                                                                   for h in verdict.hints])})
+    _flag_patched(result, patched, threads)
     calls = launches.reference_calls(all_ops, ex.reference_ops)
     if calls:
         result.flags.append(f"calls {', '.join(calls)}: the torch op this exercise asks to implement")
@@ -331,9 +370,11 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         result.status, result.message = "passed", f"all {n_pass} cases passed"
     else:
         first = next(c for c in result.checks if not c["passed"])
+        lines = first["detail"].splitlines() or [""]
+        what = lines[0] + (" " + lines[1].strip() if lines[0].endswith(":") and len(lines) > 1 else "")
         result.status = "failed"
         result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
-                          f"{first['name']}: {first['detail'].splitlines()[0]}")
+                          f"{first['name']}: {what}")
     if result.status == "passed" and ex.perf is not None and _device.on_gpu():
         protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
         perf = expect("perf").get("perf") or {}
@@ -348,6 +389,40 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                 result.flags.append(f"below the speed target: {str(perf.get('text'))[:200]}")
     protocol.send(to_w, {"type": "bye", "nonce": nonce}, deadline)
     expect("done")
+
+
+def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: tuple = ()) -> None:
+    """The submission raised on ``case`` (or, judged, tampered with what the judge relies on): status error."""
+    result.status, result.score = "error", 0.0
+    last = (str(msg.get("traceback", "")).strip().splitlines() or [""])[-1][:200]
+    if msg.get("exc_type") == "Tampered" and ex.judge is not None:
+        what = f"tampered with the judge ({last.split(': ', 1)[-1]})"
+        result.flags.append("tampered with the judge")
+    elif msg.get("not_implemented"):
+        what = "raised NotImplementedError (not implemented yet)"
+    else:
+        what = f"raised {last or str(msg.get('exc_type'))[:60]}"
+    result.message = f"{ex.function} {what} on case {case.name!r}"
+    result.checks.append({"name": case.name, "passed": False, "detail": str(msg.get("traceback", ""))[-5000:]})
+    _flag_patched(result, patched, threads)
+
+
+def _note_patched(patched: list, reported) -> None:
+    """Collect what the worker had to restore before judging (a list of strings; anything else is ignored)."""
+    if isinstance(reported, list):
+        for item in reported[:50]:
+            if isinstance(item, str) and item[:200] not in patched:
+                patched.append(item[:200])
+
+
+def _flag_patched(result: Result, patched, threads) -> None:
+    if patched:
+        more = f" and {len(patched) - 8} more" if len(patched) > 8 else ""
+        result.flags.append(f"changed what the judge relies on (undone before judging, as reported by the worker): "
+                            f"{', '.join(patched[:8])}{more}")
+    if threads:
+        result.flags.append(f"left threads running beside the judge (as reported by the worker): "
+                            f"{', '.join(threads[:5])}")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -390,9 +465,6 @@ def environment() -> dict:
 
 def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None) -> dict:
     """Grade every path; returns ``{"exercise", "environment", "results"}`` with results in the given order."""
-    if getattr(ex, "judge", None) is not None:
-        raise ValueError(f"exercise {ex.id!r} is judged by running the function in-process (Exercise.judge); the "
-                         f"batch grader does not support that yet: check it with gpucourse.check({ex.id!r}, fn)")
     jobs = max(1, int(jobs))
     slots: queue.Queue = queue.Queue()
     for gpu in _gpu_slots(jobs):

@@ -6,10 +6,18 @@ the input buffers, for the canary check); the grader decides. It limits its own 
 Everything it needs after the submission is loaded (the channel's functions, the nonce, the launch counters) is
 bound to local names first, so a submission that monkeypatches modules does not reach them by accident; a
 deliberately hostile one can (same process), which is why the grader also scans the source and flags such code.
+
+Judged exercises (``Exercise.judge``) are the exception to "the grader decides": their judge has to watch the call,
+so it runs here, through the same :func:`checker.judge_case` as ``gpucourse.check``, on the case's parameters and
+seed sent by the grader, and only its list of problems goes back. What it relies on is snapshotted before the
+submission is loaded and restored before every case and after every call into the submission; the function it calls
+returns plain values only (judging.py). What had to be restored is reported, for the grader to flag; a change found
+after a verdict (made while the judge was deciding) turns the case into an error.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import resource
@@ -95,6 +103,7 @@ def main(argv=None) -> int:
     nonce = hello["nonce"]
     ex = get(hello["exercise"])
     run_case, learner_tb, measure_perf = checker.run_case, checker.learner_traceback, checker.measure_perf
+    judge, judge_case = ex.judge, checker.judge_case
     to_device, dev = checker.to_device, gpucourse.torch_device()
     if ex.kind == "triton":
         launches.install()  # before the submission: its kernels are created with the hooks already in place
@@ -125,6 +134,13 @@ def main(argv=None) -> int:
     module.__file__ = filename
     module.__dict__["display"] = _display
     sys.modules["submission"] = module
+    if judge is not None:  # taken last, right before the submission's first line runs
+        from . import judging
+
+        sealed, Tampered = judging.sealed, judging.Tampered
+        pristine = judging.Snapshot()
+        import_time = True
+        gc.freeze()  # what exists now is never garbage: the collections judging.sealed runs only scan newer objects
     try:
         exec(code, module.__dict__)
     except SystemExit as exc:
@@ -160,6 +176,28 @@ def main(argv=None) -> int:
                                  for b in outcome["buffers_after"]],
                   triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
                   ops=outcome["ops"], overruns=outcome["overruns"])
+        elif msg.get("type") == "judge" and judge is not None:
+            patched, threads = [], []
+            try:
+                if import_time:  # what the submission changed while it was loaded
+                    import_time = False
+                    patched += pristine.restore()
+                    threads += pristine.new_threads()
+                problems = judge_case(judge, sealed(fn, patched, threads), msg["params"], msg["seed"])
+                # The judge has undone its own changes (detect() unwraps what it wrapped), and the learner's calls
+                # were undone as they returned: a change now was made while the judge decided. No verdict, then.
+                during = pristine.restore()
+                if during:
+                    raise Tampered("what the judge relies on changed while it was deciding (a thread, a hook or a "
+                                   "finalizer of the submission?): " + ", ".join(during[:8]))
+            except BaseException as exc:  # noqa: BLE001
+                flush()
+                reply("raised", index=msg["index"], exc_type=type(exc).__name__,
+                      not_implemented=isinstance(exc, NotImplementedError), traceback=learner_tb(exc)[-20000:],
+                      patched=patched[:50], threads=threads[:10])
+                continue
+            flush()
+            reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10])
         elif msg.get("type") == "perf":
             try:
                 perf = measure_perf(ex, fn)
