@@ -270,7 +270,7 @@ class SlowLoader:
             yield b
 
 
-def training_loop_study(steps: int = 40, batch: int = 1024, features: int = 1024, hidden: int = 4096,
+def training_loop_study(steps: int = 40, batch: int = 4096, features: int = 1024, hidden: int = 4096,
                         classes: int = 1000, host_ms: float = 1.0, reps: int = 3) -> dict:
     """Every version of lesson 02's loop (trainloop.STEPS): wall ms per step (median of ``reps`` runs, results
     read at the end included), speedup over the naive loop, and the GPU idle fraction from a profile."""

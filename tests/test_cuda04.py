@@ -251,7 +251,9 @@ GPU_EXPECTED = {  # (exercise, file) -> (status, text in the message)
     ("block_sum", "wrong_unchecked_tail.py"): ("failed", "NaN"),
     ("block_sum", "error_compile.py"): ("error", "CudaCompileError"),
     ("sum_many", "right_block_stride.py"): ("passed", "cases passed"),
-    ("sum_many", "wrong_unchecked_tail.py"): ("failed", ("differ", "NaN")),
+    # reading past the end usually returns garbage (failed) but may fault (error): both are caught, never a pass
+    ("sum_many", "wrong_unchecked_tail.py"): (("failed", "error"), ("differ", "NaN", "illegal memory access",
+                                                                   "cudaErrorIllegalAddress")),
     ("sum_many", "wrong_launch_per_tensor.py"): ("failed", "at most 1 allowed"),
 }
 
@@ -267,7 +269,8 @@ def test_cuda04_gpu_grades(exercise):
         status, text = GPU_EXPECTED[(exercise, os.path.basename(r["submission"]))]
         detail = r["message"] + " | " + " ".join(c["detail"] for c in r["checks"])
         texts = text if isinstance(text, tuple) else (text,)
-        assert r["status"] == status and any(t in detail for t in texts), (r["submission"], r["status"],
+        statuses = status if isinstance(status, tuple) else (status,)
+        assert r["status"] in statuses and any(t in detail for t in texts), (r["submission"], r["status"],
                                                                             detail[:2000])
 
 
@@ -309,7 +312,9 @@ def test_sanitizer_finds_the_traps():
     out = reduction_kernels.run_demo("unchecked tail")
     assert "Invalid __global__ read" in out, out
     out = reduction_kernels.run_demo("unchecked launch", sanitize=False)
-    assert "invalid configuration argument" in out, out
+    # the launch is refused (CUDA 13 on the H100 says "invalid argument"; older ones "invalid configuration
+    # argument") and the kernel never runs
+    assert "launch: invalid" in out and "sum = 0.0" in out, out
 
 
 def test_sass_without_cuobjdump_names_the_tool(monkeypatch):
