@@ -85,7 +85,12 @@ class Sync:
 
 
 class SyncLog(list):
-    """The synchronizations found, in order (a list of :class:`Sync`)."""
+    """The synchronizations found, in order (a list of :class:`Sync`).
+
+    ``ops_seen``: how many torch calls the detector saw in all (a body that switched torch's function hooks off,
+    e.g. with ``torch._C.DisableTorchFunction()``, is invisible to it and shows up as too few)."""
+
+    ops_seen: int = 0
 
     def report(self, limit: int = 10) -> str:
         if not self:
@@ -202,6 +207,7 @@ class _Detector(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        self.log.ops_seen += 1
         try:
             why = classify(func, args, kwargs, self.emulate)
         except Exception:  # classification must never break the learner's code

@@ -205,9 +205,9 @@ JUDGED = {
             "gpucourse.syncs.SyncLog.__bool__ (added)", "torch.equal"]),
         "cheat_background_thread.py": ("error", "tampered with the judge", ["tampered with the judge", "threads"]),
         "cheat_print_and_exit.py": ("error", "raised SystemExit: 0", []),
-        # The documented limitation: hooks switched off inside the call blind the detector in CPU mode (a GPU's sync
-        # debug mode still sees them). It cannot be caught from inside the process; it must be flagged.
-        "cheat_disable_hooks_in_call.py": (None, None, ["switches off torch's dispatch"]),
+        # Hooks switched off inside the call blind the detector in CPU mode (a GPU's sync debug mode still sees the
+        # syncs): the judge notices that it saw too few torch calls for the steps taken, and the source is flagged.
+        "cheat_disable_hooks_in_call.py": ("failed", "the sync detector saw only", ["switches off torch's dispatch"]),
     },
     "roofline_classify": {
         "right_count_bytes.py": ("passed", "all 3 cases passed", []),

@@ -1,6 +1,7 @@
-"""Cheat (the documented limitation): the naive loop run with torch's function hooks switched off *inside the call*,
-so the sync detector, a TorchFunctionMode, sees none of its synchronizations. The worker cannot tell from inside the
-process (on a GPU, torch's own sync debug mode still reports them); the source must be flagged for a human look."""
+"""Cheat: the naive loop run with torch's function hooks switched off *inside the call*,
+so the sync detector, a TorchFunctionMode, sees none of its synchronizations (on a GPU, torch's own sync debug mode
+still reports them). The judge counts the torch calls it saw: far too few for the steps taken, so it fails; the
+source is also flagged. (Hiding only the syncing calls would keep the count up: that is what the flag is for.)"""
 import torch
 import torch.nn.functional as F
 
