@@ -75,9 +75,14 @@ def setup(mode: str | None = None, quiet: bool = False) -> str:
     """First call of every notebook: select GPU or CPU mode (``mode`` forces one) and print the mode line.
 
     Returns the mode. Must run before ``import triton`` — ``import gpucourse`` already guarantees that when it is
-    the notebook's first import.
+    the notebook's first import. On a GPU it also calibrates ``asyncqueue.sleep_kernel`` (a few milliseconds), so
+    that the first sleep a lesson times is not the calibration.
     """
     selected = device.select_mode(mode)
+    if selected == "gpu":
+        from . import asyncqueue
+
+        asyncqueue.cycles_per_ms()
     if not quiet:
         print(mode_line())
         if device.in_colab() and selected == "cpu":

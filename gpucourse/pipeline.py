@@ -189,7 +189,8 @@ def h2d_bandwidth(mbytes: int = 256, reps: int = 10) -> dict:
 
 def copy_compute_overlap(chunks: int = 8, rows: int = 8192, cols: int = 4096) -> dict:
     """Copy ``chunks`` pinned host batches to the GPU and multiply each by a weight: one stream (copy, compute, copy,
-    ...) vs a copy stream running one chunk ahead of the compute stream. Wall ms of each, and the ratio."""
+    ...) vs a copy stream that queues every copy at once, the compute stream waiting on each chunk's event. Wall ms
+    of each, and the ratio."""
     device.require_gpu("copy_compute_overlap")
     host = [torch.randn(rows, cols).pin_memory() for _ in range(chunks)]
     dev = [torch.empty(rows, cols, device="cuda") for _ in range(chunks)]
