@@ -15,7 +15,7 @@ from ..timing import bench, copy_gbps
 
 LADDER_N = 2**28  # 1 GiB of float32
 ATOMIC_N = 2**24  # step 1 (one atomic per element) is timed on 64 MiB: on 1 GiB it would take far longer
-SEED_CASE = {"count": 2000, "min_len": 1_000, "max_len": 200_000}  # Gugger & de Zahr's case, about 800 MB
+SEED_CASE = {"count": 2000, "min_len": 1_000, "max_len": 200_000}  # stand-in for the talk's case (it gives no sizes): ~800 MB
 SMALL_CASE = {"count": 2000, "min_len": 500, "max_len": 1_500}  # ~1k floats each: launch overhead dominates
 # torch.compile specializes on every input's shape: with 2000 tensors of different lengths it generates and compiles
 # thousands of kernels (many minutes). It is timed on the first COMPILE_COUNT tensors, next to the Python loop on the
