@@ -129,18 +129,10 @@ def run_benchmarks(tag: str, extra: dict, names: list | None, saved=lambda: None
 
     t0 = step("benchmarks")
     path = RESULTS / f"{tag}.json"
-    doc = json.loads(path.read_text()) if path.exists() else {"results": {}}
-    doc.setdefault("results", {})
 
     def write(name, res):
-        doc["results"][name] = res
-        doc["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        doc["environment"] = env.versions()
-        doc["suite"] = extra
-        path.write_text(json.dumps(doc, indent=1, default=str))
+        benchmarks.merge_into(str(path), name, res, suite=extra)
         saved()
-
-    from gpucourse import env
 
     run = benchmarks.run(names or None, out=None, on_result=write)
     ok = not any("error" in r for r in run["results"].values())

@@ -72,18 +72,25 @@ def record(name: str, result: dict, show: bool = True) -> dict:
         print(f"{name} targets (course reference, H100):\n{format_targets(res)}")
     path = os.environ.get("GPUCOURSE_RECORD")
     if path:
-        doc = {"results": {}}
-        if os.path.exists(path):
-            with open(path) as f:
-                doc = json.load(f)
-        doc.setdefault("results", {})[name] = res
-        doc["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        doc["environment"] = env.versions()
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
-        os.replace(tmp, path)
+        merge_into(path, name, res)
     return res
+
+
+def merge_into(path: str, name: str, result: dict, **extra) -> None:
+    """Put ``result`` under ``name`` in the results file ``path`` (other entries stay), with the date, this
+    machine's versions and ``extra`` top-level fields; written atomically."""
+    doc = {"results": {}}
+    if os.path.exists(path):
+        with open(path) as f:
+            doc = json.load(f)
+    doc.setdefault("results", {})[name] = result
+    doc["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    doc["environment"] = env.versions()
+    doc.update(extra)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    os.replace(tmp, path)
 
 
 def target(name: str, value: float, goal: float, op: str = ">=") -> dict:

@@ -276,9 +276,10 @@ class detect:
             torch.cuda.set_sync_debug_mode("warn")
         self._mode = _Detector(self.log, self.emulate, self.skip_files)
         for owner, attr, label in _explicit_waits():
-            original = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
-            setattr(owner, attr, self._wrap_wait(original, label))
-            self._patched.append((owner, attr, original))
+            own = attr in vars(owner)  # else inherited (e.g. from a C base class): removed again on exit
+            original = vars(owner)[attr] if own else getattr(owner, attr)
+            setattr(owner, attr, self._wrap_wait(getattr(owner, attr), label))
+            self._patched.append((owner, attr, original, own))
         self._mode.__enter__()
         return self.log
 
@@ -300,8 +301,11 @@ class detect:
 
     def __exit__(self, *exc):
         self._mode.__exit__(*exc)
-        for owner, attr, original in reversed(self._patched):
-            setattr(owner, attr, original)
+        for owner, attr, original, own in reversed(self._patched):
+            if own:
+                setattr(owner, attr, original)
+            else:
+                delattr(owner, attr)
         self._patched.clear()
         if self.cuda_debug:
             torch.cuda.set_sync_debug_mode(self._old_debug)

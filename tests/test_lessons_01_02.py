@@ -168,30 +168,23 @@ def test_fixed_loop_passes_and_naive_versions_fail_naming_op_and_line():
     assert v["status"] == "failed" and "Tensor.to" in text and "trainloop.py:" in text
 
 
-def train_with_item(model, opt, batches):
-    """Right results, but reads the loss with .item() in the loop."""
-    dev = next(model.parameters()).device
-    losses, correct, seen = [], torch.zeros((), dtype=torch.long, device=dev), 0
-    nan_seen = torch.zeros((), dtype=torch.bool, device=dev)
-    for x, y in batches:
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits, y)
-        nan_seen |= torch.isnan(loss)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        correct += (logits.argmax(1) == y).sum()
-        seen += y.shape[0]
-    return {"losses": torch.tensor(losses), "accuracy": correct / seen, "nan_seen": nan_seen}
+def _submission(name: str):
+    """A known submission of tests/submissions/fix_training_loop (the grader's fixtures), imported in-process."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "submissions", "fix_training_loop", name)
+    spec = importlib.util.spec_from_file_location(name[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.train_fast
 
 
 def test_item_in_the_loop_fails_with_op_and_line():
-    v = _verdict("fix_training_loop", train_with_item)
+    v = _verdict("fix_training_loop", _submission("wrong_item_in_loop.py"))
     assert v["status"] == "failed"
     text = " ".join(v["cases"]["8 steps"].problems)
-    assert "Tensor.item" in text and "test_lessons_01_02.py:" in text
+    assert "Tensor.item" in text and "wrong_item_in_loop.py:" in text
     assert "losses.append(loss.item())" in text
     assert "(x8)" in text
 

@@ -119,6 +119,7 @@ def test_real_mode_ignores_host_tensors():
 
 def test_explicit_waits_are_wrapped_only_inside_detect_and_recorded():
     originals = [getattr(o, a) for o, a, _ in syncs._explicit_waits()]
+    class_dicts = {cls: dict(vars(cls)) for cls in (torch.cuda.Stream, torch.cuda.Event)}
     with syncs.detect() as log:
         assert torch.cuda.synchronize is not originals[0]
         if not torch.cuda.is_available():
@@ -127,6 +128,7 @@ def test_explicit_waits_are_wrapped_only_inside_detect_and_recorded():
         else:
             torch.cuda.synchronize()
     assert [getattr(o, a) for o, a, _ in syncs._explicit_waits()] == originals
+    assert {cls: dict(vars(cls)) for cls in class_dicts} == class_dicts, "an inherited method must not stay shadowed"
     assert log.ops() == ["torch.cuda.synchronize"], log.report()
     assert log[0].filename == __file__ and "torch.cuda.synchronize()" in log[0].line
 
