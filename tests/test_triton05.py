@@ -76,3 +76,90 @@ def test_solution_source_is_only_imports_and_solution_cells():
     src = solution_source("05_triton")
     assert "gpucourse.check(" not in src and "### BEGIN SOLUTION" in src
     assert "import triton" in src  # import-only cells come along, the setup and check cells do not
+
+
+# --- the lesson's Hopper kernel (gpucourse.hopper_matmul): the interpreter in CPU mode, the real thing on sm90+ ---
+
+def _hopper_ok():
+    from gpucourse import hopper_matmul
+
+    return hopper_matmul.unsupported(torch_zeros(8, 8)) is None
+
+
+def torch_zeros(*shape, dtype=None):
+    import torch
+
+    return torch.zeros(*shape, dtype=dtype or torch.float16, device=gpucourse.torch_device())
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 8, 8), (70, 96, 40), (33, 8, 16), (130, 264, 72)])
+@pytest.mark.parametrize("epilogue", ["none", "bias", "silu"])
+def test_hopper_matmul_matches_torch_on_ragged_shapes(m, n, k, epilogue):
+    import torch
+    import torch.nn.functional as F
+    from gpucourse import hopper_matmul
+
+    if not _hopper_ok():
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    dev = gpucourse.torch_device()
+    gen = torch.Generator().manual_seed(m * 1000 + n + k)
+    for dtype in (torch.float16, torch.bfloat16):
+        a = torch.randn(m, k, generator=gen).to(dtype).to(dev)
+        b = torch.randn(k, n, generator=gen).to(dtype).to(dev)
+        bias = torch.randn(n, generator=gen).to(dtype).to(dev)
+        want = a.double() @ b.double()
+        if epilogue == "none":
+            got = hopper_matmul.matmul(a, b)
+        else:
+            want = want + bias.double()
+            if epilogue == "silu":
+                want = F.silu(want)
+            got = hopper_matmul.matmul(a, b, bias, "silu" if epilogue == "silu" else "none")
+        assert got.dtype == dtype and got.shape == (m, n)
+        err = (got.double() - want).abs().max().item()
+        assert err <= 2e-2 * want.abs().max().item() + 1e-2, (dtype, err)
+
+
+def test_hopper_matmul_empty_sizes_and_clear_errors():
+    import torch
+    import torch.nn.functional as F
+    from gpucourse import hopper_matmul
+
+    bias = torch.ones(8, dtype=torch.float16, device=gpucourse.torch_device())
+    out = hopper_matmul.matmul(torch_zeros(3, 0), torch_zeros(0, 8), bias, "silu")  # an empty sum, then the epilogue
+    torch.testing.assert_close(out, F.silu(torch.ones(3, 8, device=out.device)).half())
+    assert hopper_matmul.matmul(torch_zeros(0, 8), torch_zeros(8, 8)).shape == (0, 8)
+    with pytest.raises(ValueError, match="do not fit"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(7, 8))
+    with pytest.raises(ValueError, match="pass bias"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), None, "silu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), bias, "gelu")
+    with pytest.raises(ValueError, match="bias must be 1-D with 8"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), torch_zeros(4))
+    if not _hopper_ok():
+        return
+    with pytest.raises(RuntimeError, match="16-byte boundaries"):
+        hopper_matmul.matmul(torch_zeros(4, 6), torch_zeros(6, 8))
+    with pytest.raises(RuntimeError, match="contiguous row-major"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8).t())
+    with pytest.raises(RuntimeError, match="float16 or bfloat16"):
+        hopper_matmul.matmul(torch_zeros(4, 8, dtype=torch.float32), torch_zeros(8, 8, dtype=torch.float32))
+
+
+@pytest.mark.gpu
+def test_hopper_matmul_on_the_gpu_says_why_it_cannot_run_or_matches_cublas():
+    import torch
+    from gpucourse import hopper_matmul
+
+    a = torch.randn(1000, 1024, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1024, 1048, device="cuda", dtype=torch.bfloat16)
+    major, _ = torch.cuda.get_device_capability()
+    reason = hopper_matmul.unsupported(a, b)
+    if major < 9:
+        assert reason and "compute capability 9.0" in reason
+        with pytest.raises(RuntimeError, match="cannot run here"):
+            hopper_matmul.matmul(a, b)
+        return
+    assert reason is None
+    torch.testing.assert_close(hopper_matmul.matmul(a, b), a @ b, rtol=2e-2, atol=0.5)

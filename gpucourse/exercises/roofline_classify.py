@@ -116,7 +116,7 @@ EXERCISE = Exercise(
     make_inputs=None,  # judged: ``judge`` makes the inputs and the expected answer itself
     reference=None,
     cases=(
-        Case("this device (CPU mode: H100 SXM datasheet)", {"gpu": "this device"}),
+        Case("this device's datasheet (an H100 SXM's in CPU mode)", {"gpu": "this device"}),
         Case("a T4 (datasheet)", {"gpu": "T4"}),
         Case("an A100 80GB (datasheet)", {"gpu": "A100-80GB"}),
     ),
