@@ -50,7 +50,7 @@ def run_tests(tag: str, pytest_args: list) -> tuple:
     t0 = step("tests: pytest " + " ".join(pytest_args))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *pytest_args]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    log = out.stdout + out.stderr
+    log = f"$ pytest {' '.join(cmd[3:])}   (exit code {out.returncode})\n" + out.stdout + out.stderr
     path = RESULTS / f"{tag}-pytest.txt"
     path.write_text(log)
     print("\n".join(log.strip().splitlines()[-15:]))

@@ -9,7 +9,7 @@ capability 9.0 and newer (H100, H200, Blackwell):
   rows and columns past the matrix's edge with zeros and drops stores past it, so no masks are needed.
 * **A persistent grid.** One program per SM instead of one per tile: each program walks the tiles ``pid``,
   ``pid + #SMs``, ... With the loops flattened (``tl.range(..., flatten=True)``), Triton's pipeliner starts loading
-  the next tile's operands while this tile's epilogue (bias, SiLU, the store) runs, so the epilogue is nearly free.
+  the next tile's operands while this tile's epilogue (bias, SiLU, the store) runs, so the two can overlap.
 
 :func:`matmul` takes the workbook's arguments (``matmul(a, b, bias=None, activation="none")``, ``activation``
 "none" or "silu"; here a bias with "none" is added, not ignored); :func:`unsupported` says why a call cannot take this path (an older GPU, float32, a row not 16-byte
