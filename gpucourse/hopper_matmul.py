@@ -12,8 +12,9 @@ capability 9.0 and newer (H100, H200, Blackwell):
   the next tile's operands while this tile's epilogue (bias, SiLU, the store) runs, so the two can overlap.
 
 :func:`matmul` takes the workbook's arguments (``matmul(a, b, bias=None, activation="none")``, ``activation``
-"none" or "silu"; here a bias with "none" is added, not ignored); :func:`unsupported` says why a call cannot take this path (an older GPU, float32, a row not 16-byte
-aligned...) so callers can fall back to the portable kernel. Measured in ``gpucourse.bench_suites.triton05``.
+"none" or "silu"; here a bias with "none" is added, not ignored); :func:`unsupported` says why a call cannot take
+this path (an older GPU, float32, a row not 16-byte aligned...) so callers can fall back to the portable kernel.
+Measured in ``gpucourse.bench_suites.triton05``.
 """
 from __future__ import annotations
 
@@ -104,10 +105,14 @@ def unsupported(a, b=None) -> str | None:
         if t.dtype not in DTYPES:
             return f"{name} is {t.dtype}: this kernel takes float16 or bfloat16 (the workbook's matmul takes float32)"
         if t.dim() != 2 or t.stride(1) != 1 or t.stride(0) != t.shape[1]:
-            return f"{name} must be a contiguous row-major 2-D tensor (got shape {tuple(t.shape)}, strides {t.stride()})"
-        if (t.shape[1] * t.element_size()) % 16 or t.data_ptr() % 16:
+            return (f"{name} must be a contiguous row-major 2-D tensor (got shape {tuple(t.shape)}, "
+                    f"strides {t.stride()})")
+        if (t.shape[1] * t.element_size()) % 16:
             return (f"{name}'s rows must start on 16-byte boundaries for the copy engine: {name}.shape[1] = "
                     f"{t.shape[1]} is not a multiple of {16 // t.element_size()}")
+        if t.data_ptr() % 16:
+            return (f"{name} must start on a 16-byte boundary for the copy engine (a view that begins mid-row? "
+                    f"pass {name}.clone())")
     return None
 
 
@@ -125,6 +130,9 @@ def matmul(a, b, bias=None, activation: str = "none"):
     """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not fit (need M×K and K×N)")
+    if a.device != b.device or (bias is not None and bias.device != a.device):
+        raise ValueError(f"matmul: a, b and bias must be on one device (a on {a.device}, b on {b.device}"
+                         + ("" if bias is None else f", bias on {bias.device}") + ")")
     if a.dtype != b.dtype:
         raise ValueError(f"matmul: a is {a.dtype} and b is {b.dtype}; give both the same dtype")
     if activation not in ACTIVATIONS:

@@ -163,3 +163,18 @@ def test_hopper_matmul_on_the_gpu_says_why_it_cannot_run_or_matches_cublas():
         return
     assert reason is None
     torch.testing.assert_close(hopper_matmul.matmul(a, b), a @ b, rtol=2e-2, atol=0.5)
+
+
+def test_hopper_matmul_rejects_a_misaligned_view_and_mixed_devices():
+    import torch
+    from gpucourse import hopper_matmul
+
+    if not _hopper_ok():
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    base = torch_zeros(4, 17)
+    view = base[:, 1:9]  # 8 columns, but rows that start 2 bytes past a boundary (and a row stride of 17)
+    assert "contiguous row-major" in hopper_matmul.unsupported(view)
+    flat = torch_zeros(4 * 8 + 1)[1:].view(4, 8)  # contiguous, rows of 16 bytes, start 2 bytes off
+    assert "16-byte boundary" in hopper_matmul.unsupported(flat)
+    with pytest.raises(ValueError, match="one device"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), torch.zeros(8, dtype=torch.float16, device="meta"))
