@@ -1,131 +1,120 @@
 #!/usr/bin/env python3
-"""Scratch (issue #4): which change to the lesson's matmul kernel closes the gap to cuBLAS for the fused epilogue?
+"""Exploration behind issue #4 (lesson 05's matmul): re-runnable measurements that informed the lesson, beyond what
+the `triton05_matmul` benchmark records. Uses the course's kernels as they are (the workbook's, from the solved
+workbook, and `gpucourse.hopper_matmul`); the rejected variants tried on the way are in git history (results files
+name the commit of the script that produced them).
 
-Variants, all timed interleaved with cuBLAS and torch's unfused matmul + bias + silu (bf16 8192^3):
-  v0  the kernel as it was (K mask on every step, autotune key M, N, K)
-  v1  EVEN_K: no K mask when K is a multiple of BLOCK_K (a heuristic), ACTIVATION in the autotune key
-  v2  v1 with a wider config list
-On the H100 (benchmarks/results/h100-explore-matmul.json) v1 made the fused epilogue ~4% faster and the workbook's
-kernel adopted it. Prints one JSON line per variant and writes $OUT/explore_matmul.json when OUT is set.
+  python3 benchmarks/explore_matmul.py fused   torch's unfused chain piece by piece (matmul, + bias, silu, addmm),
+                                               then each kernel plain and fused against it (bf16, M = N = 8192,
+                                               K = 8192 and 2048; settle(), 5 interleaved rounds of 300 ms)
+  python3 benchmarks/explore_matmul.py small   small products (M = N = K = 512, 1024, 2048): GPU time per call,
+                                               host time per launch, and each Hopper config launched without the
+                                               autotuner
+
+Prints one JSON line per row and writes $OUT/explore_matmul_<what>.json as it goes.
 """
 import json
 import os
-import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gpucourse  # noqa: E402,F401
+import gpucourse  # noqa: E402,F401  (first: selects the mode before triton loads)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
+from gpucourse import hopper_matmul  # noqa: E402
+from gpucourse.bench_suites.triton05 import interleaved, solutions  # noqa: E402
 from gpucourse.timing import bench, settle  # noqa: E402
 
 
-def configs(wide):
-    base = [(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 8),
-            (128, 64, 64, 4, 4), (64, 64, 32, 4, 4)]
-    if wide:
-        base += [(256, 128, 64, 4, 8), (128, 128, 128, 3, 8), (128, 256, 32, 4, 8), (128, 256, 64, 3, 4),
-                 (256, 128, 64, 3, 4), (128, 128, 64, 5, 4)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
-            for bm, bn, bk, s, w in base]
+class Recorder:
+    def __init__(self, what: str):
+        self.path = os.path.join(os.environ["OUT"], f"explore_matmul_{what}.json") if os.environ.get("OUT") else None
+        self.rows = []
+
+    def save(self, rec: dict) -> None:
+        print(json.dumps(rec), flush=True)
+        self.rows.append(rec)
+        if self.path:
+            with open(self.path, "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "triton": triton.__version__, "rows": self.rows}, f, indent=1)
 
 
-def make(wide, even_k=True):
-    @triton.autotune(configs=configs(wide), key=["M", "N", "K", "ACTIVATION"] if even_k else ["M", "N", "K"])
-    @triton.heuristics({"EVEN_K": lambda args: even_k and args["K"] % args["BLOCK_K"] == 0})
-    @triton.jit
-    def kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-               stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               GROUP_M: tl.constexpr, ACTIVATION: tl.constexpr, EVEN_K: tl.constexpr):
-        pid = tl.program_id(0)
-        grid_m, grid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-        group = pid // (GROUP_M * grid_n)
-        first_m = group * GROUP_M
-        group_rows = min(grid_m - first_m, GROUP_M)
-        pid_m = first_m + (pid % (GROUP_M * grid_n)) % group_rows
-        pid_n = (pid % (GROUP_M * grid_n)) // group_rows
-        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        rk = tl.arange(0, BLOCK_K)
-        ram = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
-        rbn = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
-        a_ptrs = a_ptr + ram[:, None] * stride_am + rk[None, :] * stride_ak
-        b_ptrs = b_ptr + rk[:, None] * stride_bk + rbn[None, :] * stride_bn
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                b = tl.load(b_ptrs)
-            else:
-                k_left = K - k * BLOCK_K
-                a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
-                b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
-            acc = tl.dot(a, b, acc)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
-        if ACTIVATION != "none":
-            acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-            if ACTIVATION == "silu":
-                acc = acc * tl.sigmoid(acc)
-        c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-    def matmul(a, b, bias=None, activation="none"):
-        M, K = a.shape
-        _, N = b.shape
-        c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
-        kernel[grid](a, b, c, bias if bias is not None else c, M, N, K, a.stride(0), a.stride(1),
-                     b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                     ACTIVATION=activation if bias is not None else "none")
-        return c, kernel
-    return matmul
+def kernels() -> dict:
+    return {"workbook": solutions()["matmul"], "hopper": hopper_matmul.matmul}
 
 
-def interleaved(fns, rounds=5, **decl):
-    runs = {n: [] for n in fns}
-    for _ in range(rounds):
-        for n, f in fns.items():
-            runs[n].append(bench(f, rep_ms=200, **decl).median_ms)
-    return {n: statistics.median(v) for n, v in runs.items()}
+def ms(results: dict) -> dict:
+    return {f"{name}_ms": round(r["ms"], 4) for name, r in results.items()}
 
 
-def main():
-    variants = {"v0": make(False, even_k=False), "v1": make(False), "v2": make(True)}
-    out = []
+def fused(rec: Recorder) -> None:
     for k in (8192, 2048):
-        m = n = 8192
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-        ref = F.silu(torch.matmul(a, b) + bias)
+        a = torch.randn(8192, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, 8192, device="cuda", dtype=torch.bfloat16)
+        bias = torch.randn(8192, device="cuda", dtype=torch.bfloat16)
+        mm = torch.matmul(a, b)
         settle(lambda: torch.matmul(a, b))
-        for name, mm in variants.items():
-            def call(*args):
-                r = mm(*args)
-                return r[0] if isinstance(r, tuple) else r
-            got = call(a, b, bias, "silu")
-            torch.testing.assert_close(got, ref, rtol=2e-2, atol=0.5)
-            call(a, b)
-            t = interleaved({"plain": lambda: call(a, b), "fused": lambda: call(a, b, bias, "silu"),
-                             "cublas": lambda: torch.matmul(a, b),
-                             "unfused": lambda: F.silu(torch.matmul(a, b) + bias)})
-            rec = {"variant": name, "K": k, **{f"{x}_ms": round(y, 4) for x, y in t.items()},
-                   "plain_vs_cublas": round(t["cublas"] / t["plain"], 3),
-                   "fused_speedup": round(t["unfused"] / t["fused"], 3)}
-            r = mm(a, b, bias, "silu")
-            if isinstance(r, tuple) and getattr(r[1], "best_config", None) is not None:
-                rec["best_config"] = str(r[1].best_config)
-            print(json.dumps(rec), flush=True)
-            out.append(rec)
-        del a, b, ref
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "explore_matmul.json"), "w") as f:
-            json.dump(out, f, indent=1)
+        t = interleaved({"cublas": lambda: torch.matmul(a, b), "add": lambda: mm + bias, "silu": lambda: F.silu(mm),
+                          "unfused": lambda: F.silu(torch.matmul(a, b) + bias),
+                          "addmm_silu": lambda: F.silu(torch.addmm(bias, a, b))}, rounds=5, rep_ms=300)
+        rec.save({"K": k, "what": "torch pieces", **ms(t)})
+        for name, fn in kernels().items():
+            t0 = time.perf_counter()
+            fn(a, b), fn(a, b, bias, "silu")  # autotune, untimed
+            first_s = time.perf_counter() - t0
+            settle(lambda: torch.matmul(a, b), seconds=1.0)
+            t = interleaved({"plain": lambda: fn(a, b), "fused": lambda: fn(a, b, bias, "silu"),
+                              "cublas": lambda: torch.matmul(a, b),
+                              "unfused": lambda: F.silu(torch.matmul(a, b) + bias)}, rounds=5, rep_ms=300)
+            rec.save({"K": k, "variant": name, "first_calls_s": round(first_s, 1), **ms(t),
+                      "plain_vs_cublas": round(t["cublas"]["ms"] / t["plain"]["ms"], 3),
+                      "fused_speedup": round(t["unfused"]["ms"] / t["fused"]["ms"], 3)})
+
+
+def host_us(fn, n: int = 100) -> float:
+    """Host time per call, launching ``n`` calls back to back (the GPU is not waited for in between)."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    host = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def small(rec: Recorder) -> None:
+    kernel = hopper_matmul.matmul_persistent_kernel
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for s in (512, 1024, 2048):
+        a = torch.randn(s, s, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(s, s, device="cuda", dtype=torch.bfloat16)
+        row = {"size": s}
+        for name, fn in [*kernels().items(), ("cuBLAS", torch.matmul)]:
+            row[f"{name}_gpu_us"] = round(bench(fn, a, b).median_ms * 1e3, 1)
+            row[f"{name}_host_us_per_launch"] = round(host_us(lambda: fn(a, b)), 1)
+        row["hopper_best_config"] = str(kernel.best_config)
+        rec.save(row)
+        c = torch.empty(s, s, device="cuda", dtype=torch.bfloat16)
+        for cfg in kernel.configs:  # each config through the jitted function, without the autotuner
+            grid = (min(sms, triton.cdiv(s, cfg.kwargs["BLOCK_M"]) * triton.cdiv(s, cfg.kwargs["BLOCK_N"])),)
+
+            def call(cfg=cfg, grid=grid):
+                kernel.fn[grid](a, b, c, c, s, s, s, ACTIVATION="none", NUM_SMS=sms, INTERPRETED=False,
+                                num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.kwargs)
+            rec.save({"size": s, "config": str(cfg), "gpu_us": round(bench(call).median_ms * 1e3, 1),
+                      "host_us_per_launch": round(host_us(call), 1)})
 
 
 if __name__ == "__main__":
-    main()
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what not in ("fused", "small"):
+        sys.exit(__doc__)
+    gpucourse.require_gpu("benchmarks/explore_matmul.py")
+    hopper_matmul.matmul(torch.zeros(8, 8, dtype=torch.float16, device="cuda"),
+                         torch.zeros(8, 8, dtype=torch.float16, device="cuda"))  # fails early, with the reason
+    {"fused": fused, "small": small}[what](Recorder(what))

@@ -20,7 +20,7 @@ def solutions() -> dict:
     return load_solutions("05_triton")
 
 
-def _interleaved(fns: dict, rounds: int = 3, **decl) -> dict:
+def interleaved(fns: dict, rounds: int = 3, **decl) -> dict:
     """Median over ``rounds`` of each fn's bench() median, taken in turns so clock drift hits all alike."""
     runs = {name: [] for name in fns}
     for _ in range(rounds):
@@ -43,7 +43,7 @@ def vector_add_bench() -> dict:
     x = torch.randn(n, device="cuda")
     y = torch.randn(n, device="cuda")
     torch.testing.assert_close(vector_add(x, y), x + y, rtol=0, atol=0)
-    big = _interleaved({"triton": lambda: vector_add(x, y), "torch": lambda: x + y}, bytes=3 * n * 4)
+    big = interleaved({"triton": lambda: vector_add(x, y), "torch": lambda: x + y}, bytes=3 * n * 4)
     copy = copy_gbps(n * 4)
     del x, y
     sizes = [2**k for k in range(12, 29, 2)]
@@ -69,7 +69,7 @@ def softmax_bench() -> dict:
         x = torch.randn(rows, cols, device="cuda", dtype=dtype)
         torch.testing.assert_close(softmax(x), torch.softmax(x, dim=-1))
         nbytes = 2 * x.numel() * x.element_size()
-        r = _interleaved({"triton": lambda: softmax(x), "torch": lambda: torch.softmax(x, dim=-1)}, bytes=nbytes)
+        r = interleaved({"triton": lambda: softmax(x), "torch": lambda: torch.softmax(x, dim=-1)}, bytes=nbytes)
         name = str(dtype).replace("torch.", "")
         figures[name] = {"triton_gbps": r["triton"]["gbps"], "torch_gbps": r["torch"]["gbps"],
                          "copy_gbps": copy_gbps(x.numel() * x.element_size())}
@@ -127,10 +127,10 @@ def matmul_bench() -> dict:
     def fused_vs_unfused(x, y):
         fns = {f"{name} fused": (lambda fn=fn: fn(x, y, bias, "silu")) for name, fn in kernels.items()}
         fns["torch unfused"] = lambda: F.silu(torch.matmul(x, y) + bias)
-        return _interleaved(fns, rounds=5, flops=2 * x.shape[0] * y.shape[1] * x.shape[1], **bf16)
+        return interleaved(fns, rounds=5, flops=2 * x.shape[0] * y.shape[1] * x.shape[1], **bf16)
 
     plain = {name: (lambda fn=fn: fn(a, b)) for name, fn in kernels.items()}
-    mm = _interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **bf16)
+    mm = interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **bf16)
     fused = fused_vs_unfused(a, b)
     # The same fusion where the matmul is shorter (K = 2048, an MLP-like shape): the epilogue's share grows.
     a2, b2 = a[:, :2048].contiguous(), b[:2048].contiguous()
