@@ -118,7 +118,13 @@ def test_fused_kernels_match_eager():
 
     dev = gpucourse.torch_device()
     x = torch.randn(3001, device=dev)
-    torch.testing.assert_close(fusion.sin4_triton(x), fusion.sin4_eager(x))
+    # float32 sin is an approximation whose last bits differ between libraries (CUDA's, torch's, and numpy's in
+    # the interpreter, which vary with the CPU): a CI machine measured 4e-5 between interpreter and eager. Both are
+    # held to a float64 reference instead, at a tolerance that a wrong chain (three sines, not four) misses by over 500x.
+    want = fusion.sin4_eager(x.double())
+    torch.testing.assert_close(fusion.sin4_triton(x).double(), want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(fusion.sin4_eager(x).double(), want, rtol=1e-4, atol=1e-4)
+    assert (torch.sin(torch.sin(torch.sin(x.double()))) - want).abs().max() > 0.05
     xl, r = torch.randn(5, 300, device=dev), torch.randn(5, 300, device=dev)
     w, b = torch.randn(300, device=dev), torch.randn(300, device=dev)
     torch.testing.assert_close(fusion.ln_relu_add_triton(xl, w, b, r), fusion.ln_relu_add_eager(xl, w, b, r),
