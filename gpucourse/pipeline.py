@@ -107,8 +107,15 @@ def _events_ms(fn, reps: int = 10, lead_sleep_cycles: int = 0) -> list:
     return out
 
 
+# Which way each timing mistake pushes the number: "low" (the wrong time reads too fast), "high" (too slow), or
+# "either" (it depends on the GPU). The benchmark's targets check the pair points this way.
+MISTAKE_DIRECTION = {"no synchronize": "low", "first call timed": "high", "inputs left in L2": "low",
+                     "clocks not steady (idle GPU, no settle)": "either"}
+
+
 def timing_pairs(idle_s: float = 3.0) -> list:
-    """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong."""
+    """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong and which
+    way it errs (``wrong_reads``: see ``MISTAKE_DIRECTION``)."""
     device.require_gpu("timing_pairs")
     out = []
     n = 4096
@@ -160,6 +167,8 @@ def timing_pairs(idle_s: float = 3.0) -> list:
     # GPU may run at boost clocks until it reaches its power limit (too fast; the course's H100 did this).
     out.append({"mistake": "clocks not steady (idle GPU, no settle)", "what": f"bf16 matmul {m}x{m}",
                 "wrong_ms": cold_start, "right_ms": steady})
+    for p in out:
+        p["wrong_reads"] = MISTAKE_DIRECTION[p["mistake"]]
     return out
 
 

@@ -106,3 +106,18 @@ def test_every_registered_targets_function_reads_what_its_benchmark_returns():
     r = benchmarks.evaluate("memory03_working_set", {"sizes": [2**22, 2**30], "gbps": [9000.0, 3000.0],
                                                      "l2_bytes": 50 * 2**20})
     assert r["targets"] == [] and r["l2_over_hbm"] == 3.0
+
+
+def test_timing_pair_targets_check_the_direction_of_each_mistake():
+    def pairs(no_sync, first, l2, clocks):
+        return {"pairs": [{"mistake": m, "wrong_ms": w, "right_ms": 1.0} for m, w in
+                          (("no synchronize", no_sync), ("first call timed", first), ("inputs left in L2", l2),
+                           ("clocks not steady (idle GPU, no settle)", clocks))]}
+
+    met = lambda res: [t["met"] for t in benchmarks.evaluate("pipeline01_timing_pairs", res)["targets"]]  # noqa
+    assert met(pairs(0.05, 900.0, 0.5, 0.8)) == [True, True, True, True]
+    assert met(pairs(0.95, 1.05, 0.95, 1.05)) == [False, False, False, False]  # under 10% apart
+    assert met(pairs(20.0, 0.01, 1.8, 1.25)) == [False, False, False, True]  # pointing the wrong way
+    with pytest.raises(ValueError, match="wrong_reads"):
+        benchmarks.evaluate("pipeline01_timing_pairs",
+                            {"pairs": [{"mistake": "x", "wrong_reads": "up", "wrong_ms": 1, "right_ms": 2}]})

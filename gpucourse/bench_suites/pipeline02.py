@@ -14,9 +14,22 @@ def crossover() -> dict:
     return {"matmul": pipeline.crossover("matmul"), "add": pipeline.crossover("add")}
 
 
+def _pair_target(p):
+    """The wrong number must be off by at least 10% the way the mistake pushes it (a pair pointing the other way
+    would teach the opposite of the lesson), or either way where that depends on the GPU."""
+    way = p.get("wrong_reads") or pipeline.MISTAKE_DIRECTION[p["mistake"]]  # results recorded before the field
+    low, high = p["right_ms"] / p["wrong_ms"], p["wrong_ms"] / p["right_ms"]
+    if way == "low":
+        return target(f"{p['mistake']}: right/wrong (the wrong time reads too fast)", low, 1.1)
+    if way == "high":
+        return target(f"{p['mistake']}: wrong/right (the wrong time reads too slow)", high, 1.1)
+    if way == "either":
+        return target(f"{p['mistake']}: wrong and right differ, either way", max(low, high), 1.1)
+    raise ValueError(f"wrong_reads must be 'low', 'high' or 'either', not {way!r}")
+
+
 def _pairs_targets(res):
-    return [target(f"{p['mistake']}: wrong/right differ by > 10%", abs(p["wrong_ms"] / p["right_ms"] - 1), 0.10)
-            for p in res["pairs"]]
+    return [_pair_target(p) for p in res["pairs"]]
 
 
 @register("pipeline01_timing_pairs", lesson="01", targets=_pairs_targets)
