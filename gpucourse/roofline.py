@@ -157,9 +157,11 @@ def spec_ceilings(key: str = "H100-SXM", dtype="bfloat16") -> Ceilings:
     from . import specs
 
     spec = specs.SPECS[key]
-    tf = spec.peak_tflops(dtype_name(dtype)) or spec.peak_tflops("fp32")
-    return Ceilings(gbps=float(spec.bandwidth_gbs), tflops=float(tf), source=f"datasheet {spec.name} ({spec.source})",
-                    measured=False, dtype=dtype_name(dtype))
+    name = dtype_name(dtype)
+    tf, source = spec.peak_tflops(name), f"datasheet {spec.name} ({spec.source})"
+    if not tf:  # e.g. bf16 on a T4: no tensor-core rate, the math runs at the fp32 rate
+        tf, source = spec.peak_tflops("fp32"), f"{source}; no {name} rate listed, its fp32 rate used"
+    return Ceilings(gbps=float(spec.bandwidth_gbs), tflops=float(tf), source=source, measured=False, dtype=name)
 
 
 @functools.lru_cache(maxsize=1)
