@@ -114,8 +114,8 @@ MISTAKE_DIRECTION = {"no synchronize": "low", "first call timed": "high", "input
 
 
 def timing_pairs(idle_s: float = 3.0) -> list:
-    """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong and which
-    way it errs (``wrong_reads``: see ``MISTAKE_DIRECTION``)."""
+    """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong
+    (``mistake``: a key of ``MISTAKE_DIRECTION``, which says which way it errs)."""
     device.require_gpu("timing_pairs")
     out = []
     n = 4096
@@ -150,7 +150,7 @@ def timing_pairs(idle_s: float = 3.0) -> list:
     hot_ms = statistics.median(_events_ms(op, reps=50, lead_sleep_cycles=200_000))
     cold = bench(op, bytes=nbytes, flush_l2=True)
     out.append({"mistake": "inputs left in L2", "what": "x * 2 on 8 MB", "wrong_ms": hot_ms,
-                "right_ms": cold.median_ms, "wrong_gbps": nbytes / hot_ms / 1e6, "right_gbps": cold.gbps,
+                "right_ms": cold.median_ms, "wrong_gbps": timing.gbps(nbytes, hot_ms), "right_gbps": cold.gbps,
                 "peak_gbps": cold.peak_gbs})
 
     m = 8192
@@ -167,8 +167,6 @@ def timing_pairs(idle_s: float = 3.0) -> list:
     # GPU may run at boost clocks until it reaches its power limit (too fast; the course's H100 did this).
     out.append({"mistake": "clocks not steady (idle GPU, no settle)", "what": f"bf16 matmul {m}x{m}",
                 "wrong_ms": cold_start, "right_ms": steady})
-    for p in out:
-        p["wrong_reads"] = MISTAKE_DIRECTION[p["mistake"]]
     return out
 
 

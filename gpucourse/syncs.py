@@ -17,10 +17,11 @@ How: a ``TorchFunctionMode`` sees every torch call made from Python, tensor meth
 ``__format__``, ``__getitem__``...). On a GPU an op is counted when its tensor lives on the GPU; on a GPU it also
 switches on ``torch.cuda.set_sync_debug_mode("warn")`` and records the synchronizations torch itself reports (syncs
 inside library code). Explicit waits (``torch.cuda.synchronize()``, ``Stream.synchronize()``,
-``Event.synchronize()``, ``torch.accelerator.synchronize()``) are not torch functions and torch's debug mode does not
-report them, so ``detect()`` wraps those four while it is active (code that saved a reference to one before entering
-is not seen). In CPU mode there is no device to wait for, so
-the detector *emulates* one: every tensor counts as a device tensor, and every ``.to(device)`` without
+``Event.synchronize()``, ``torch.accelerator.synchronize()``, and the course's ``gpucourse.synchronize()``) are not
+torch functions and torch's debug mode does not report them, so ``detect()`` wraps those while it is active (code that
+saved a reference to one before entering is not seen). A wait inside another (``gpucourse.synchronize()`` calls
+``torch.cuda.synchronize()`` on a GPU) is recorded once, at the outer call's line. In CPU mode there is no device to
+wait for, so the detector *emulates* one: every tensor counts as a device tensor, and every ``.to(device)`` without
 ``non_blocking=True`` counts as a blocking copy. Code that passes in CPU mode therefore has none of the patterns
 above; code that fails names the op and line that would stall a GPU.
 """
@@ -35,9 +36,11 @@ import warnings
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import asyncqueue as _asyncqueue
 from . import device as _device
 
 _THIS = os.path.abspath(__file__)
+_ASYNCQUEUE = os.path.abspath(_asyncqueue.__file__)
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 
 # Tensor methods that hand a value (or the whole tensor) to Python: the CPU must wait for it.
@@ -101,13 +104,6 @@ class SyncLog(list):
             lines.append(f"  ... and {len(self) - limit} more")
         return "\n".join(lines)
 
-    def by_line(self) -> dict:
-        """``{(filename, lineno): count}``: how often each line synchronized."""
-        out = {}
-        for s in self:
-            out[(s.filename, s.lineno)] = out.get((s.filename, s.lineno), 0) + 1
-        return out
-
     def grouped(self) -> list:
         """One line per (op, source line), with how many times it synchronized, in order of first occurrence."""
         seen = {}
@@ -121,11 +117,13 @@ class SyncLog(list):
 
 
 def _caller(skip_files=()) -> tuple:
-    """(filename, lineno, function, line) of the innermost frame outside torch, this module and ``skip_files``."""
+    """(filename, lineno, function, line) of the innermost frame outside torch, this module, the course's device
+    queue (asyncqueue.py: its waits are the caller's) and ``skip_files``."""
     f = sys._getframe(1)
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
-        if fn != _THIS and not fn.startswith(_TORCH_DIR) and fn not in skip_files and "<frozen" not in fn:
+        if fn not in (_THIS, _ASYNCQUEUE) and not fn.startswith(_TORCH_DIR) and fn not in skip_files \
+                and "<frozen" not in fn:
             line = linecache.getline(f.f_code.co_filename, f.f_lineno, f.f_globals)
             return f.f_code.co_filename, f.f_lineno, f.f_code.co_name, line
         f = f.f_back
@@ -156,6 +154,20 @@ def _target_device(func_name: str, args, kwargs):
     return None
 
 
+def _non_blocking(func_name: str, args, kwargs) -> bool:
+    """The ``non_blocking`` argument of a ``.to(...)``/``.cuda(...)`` call (``args[0]`` is the tensor), read from
+    its keyword or from its position in the overload that was called:
+    ``cuda(device, non_blocking)``, ``to(dtype, non_blocking, copy)``, ``to(other_tensor, non_blocking, copy)``,
+    ``to(device, dtype, non_blocking, copy)``."""
+    if "non_blocking" in kwargs:
+        return bool(kwargs["non_blocking"])
+    if func_name == "cuda" or (len(args) > 1 and isinstance(args[1], (torch.dtype, torch.Tensor))):
+        position = 2
+    else:
+        position = 3
+    return len(args) > position and bool(args[position])
+
+
 def classify(func, args, kwargs, emulate: bool) -> str | None:
     """Why this torch call synchronizes, or None if it does not. ``emulate``: CPU mode, where every tensor is treated
     as a device tensor and every ``.to(device)`` as a host-device copy."""
@@ -182,7 +194,7 @@ def classify(func, args, kwargs, emulate: bool) -> str | None:
         dst = _target_device(name, args, kwargs)
         if dst is None:
             return None
-        non_blocking = bool(kwargs.get("non_blocking", False)) or any(a is True for a in args[2:])
+        non_blocking = _non_blocking(name, args, kwargs)
         if emulate:
             return None if non_blocking else ("blocking copy between host and device (.to(device) without "
                                               "non_blocking=True; on a GPU the source must also be pinned)")
@@ -226,13 +238,19 @@ class _Detector(TorchFunctionMode):
 
 
 def _explicit_waits():
-    """``(owner, attribute, label)`` for the explicit CPU-waits-for-GPU calls that exist in this torch."""
+    """``(owner, attribute, label)`` for the explicit CPU-waits-for-GPU calls that exist in this torch, and the
+    course's own ``gpucourse.synchronize()`` (which waits for the stand-in queue in CPU mode), under both of its
+    names."""
+    import gpucourse
+
     out = [(torch.cuda, "synchronize", "torch.cuda.synchronize"),
            (torch.cuda.Stream, "synchronize", "Stream.synchronize"),
            (torch.cuda.Event, "synchronize", "Event.synchronize")]
     acc = getattr(torch, "accelerator", None)
     if acc is not None and hasattr(acc, "synchronize"):
         out.append((acc, "synchronize", "torch.accelerator.synchronize"))
+    out += [(gpucourse, "synchronize", "gpucourse.synchronize"),
+            (_asyncqueue, "synchronize", "gpucourse.synchronize")]
     return out
 
 

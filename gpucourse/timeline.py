@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
-WAIT_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy ",
-              "cudaMemcpyAsync", "cudaStreamWaitEvent")
+# CUDA runtime calls that block the host until the GPU is done (the red "waiting for the GPU" bars), by exact name.
+# Not cudaMemcpyAsync (it returns at once; a blocking torch copy shows as cudaMemcpyAsync then cudaStreamSynchronize)
+# nor cudaStreamWaitEvent (a stream waits for an event on the GPU; the host goes on).
+HOST_WAITS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"})
 
 
 @dataclasses.dataclass
@@ -110,7 +112,7 @@ def profile(fn, *args, warmup: int = 1, **kwargs) -> Timeline:
 
 def _color(name: str, lane: str) -> str:
     if lane == "cpu":
-        return "tab:red" if name.startswith(WAIT_NAMES) or "Synchronize" in name else "tab:gray"
+        return "tab:red" if name in HOST_WAITS else "tab:gray"
     return "tab:orange" if name.lower().startswith(("memcpy", "memset")) else "tab:blue"
 
 

@@ -42,10 +42,16 @@ def make_problem(seed: int, steps: int = 8, batch: int = 64, features: int = 32,
     return model, opt, batches
 
 
-def clone_problem(model, batches) -> tuple:
-    """A deep copy of the model with a fresh optimizer of the same settings, and the same batches."""
+def clone_problem(model, opt, batches) -> tuple:
+    """A deep copy of the model with a fresh optimizer of the same class and settings as ``opt`` (its defaults, and
+    each parameter group's own settings, e.g. an lr changed since), and the same batches."""
     model2 = copy.deepcopy(model)
-    return model2, torch.optim.SGD(model2.parameters(), lr=0.1, momentum=0.9), batches
+    twin = dict(zip(map(id, model.parameters()), model2.parameters()))  # each parameter -> its copy
+    groups = []
+    for group in opt.param_groups:
+        settings = {k: v for k, v in group.items() if k != "params"}
+        groups.append(dict(settings, params=[twin[id(p)] for p in group["params"]]))
+    return model2, type(opt)(groups, **opt.defaults), batches
 
 
 def train_naive(model, opt, batches) -> dict:

@@ -108,7 +108,9 @@ def test_every_registered_targets_function_reads_what_its_benchmark_returns():
     assert r["targets"] == [] and r["l2_over_hbm"] == 3.0
 
 
-def test_timing_pair_targets_check_the_direction_of_each_mistake():
+def test_timing_pair_targets_check_the_direction_of_each_mistake(monkeypatch):
+    from gpucourse import pipeline
+
     def pairs(no_sync, first, l2, clocks):
         return {"pairs": [{"mistake": m, "wrong_ms": w, "right_ms": 1.0} for m, w in
                           (("no synchronize", no_sync), ("first call timed", first), ("inputs left in L2", l2),
@@ -118,6 +120,11 @@ def test_timing_pair_targets_check_the_direction_of_each_mistake():
     assert met(pairs(0.05, 900.0, 0.5, 0.8)) == [True, True, True, True]
     assert met(pairs(0.95, 1.05, 0.95, 1.05)) == [False, False, False, False]  # under 10% apart
     assert met(pairs(20.0, 0.01, 1.8, 1.25)) == [False, False, False, True]  # pointing the wrong way
-    with pytest.raises(ValueError, match="wrong_reads"):
-        benchmarks.evaluate("pipeline01_timing_pairs",
-                            {"pairs": [{"mistake": "x", "wrong_reads": "up", "wrong_ms": 1, "right_ms": 2}]})
+    # The direction comes from pipeline.MISTAKE_DIRECTION alone: a field stamped on the pair does not override it.
+    assert met({"pairs": [{"mistake": "no synchronize", "wrong_reads": "high", "wrong_ms": 20.0, "right_ms": 1.0}]}) \
+        == [False]
+    with pytest.raises(ValueError, match="unknown timing mistake 'x'"):
+        benchmarks.evaluate("pipeline01_timing_pairs", {"pairs": [{"mistake": "x", "wrong_ms": 1, "right_ms": 2}]})
+    monkeypatch.setitem(pipeline.MISTAKE_DIRECTION, "x", "up")
+    with pytest.raises(ValueError, match="must be 'low', 'high' or 'either', not 'up'"):
+        benchmarks.evaluate("pipeline01_timing_pairs", {"pairs": [{"mistake": "x", "wrong_ms": 1, "right_ms": 2}]})

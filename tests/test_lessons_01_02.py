@@ -189,6 +189,51 @@ def test_item_in_the_loop_fails_with_op_and_line():
     assert "(x8)" in text
 
 
+def train_fast_but_synchronizes_each_step(model, opt, batches):
+    """train_fixed with an explicit gpucourse.synchronize() in the loop: a GPU would wait at every step."""
+    dev = next(model.parameters()).device
+    losses = torch.empty(len(batches), device=dev)
+    correct = torch.zeros((), dtype=torch.long, device=dev)
+    nan_seen = torch.zeros((), dtype=torch.bool, device=dev)
+    for i, (x, y) in enumerate(batches):
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        nan_seen |= torch.isnan(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses[i] = loss.detach()
+        correct += (logits.argmax(1) == y).sum()
+        gpucourse.synchronize()  # the explicit wait the checker must see, in either mode
+    return {"losses": losses, "accuracy": correct / sum(len(y) for _, y in batches), "nan_seen": nan_seen}
+
+
+def test_explicit_gpucourse_synchronize_in_the_loop_fails_with_its_line():
+    v = _verdict("fix_training_loop", train_fast_but_synchronizes_each_step)
+    assert v["status"] == "failed"
+    text = " ".join(v["cases"]["8 steps"].problems)
+    assert "gpucourse.synchronize" in text and "test_lessons_01_02.py:" in text and "(x8)" in text
+    assert "the explicit wait the checker must see" in text
+    assert "differs from the reference" not in text  # the results are right: only the wait fails it
+
+
+def test_clone_problem_copies_the_optimizer_and_its_settings():
+    model, _, batches = trainloop.make_problem(4, steps=4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.5, weight_decay=1e-3)
+    model2, opt2, batches2 = trainloop.clone_problem(model, opt, batches)
+    assert type(opt2) is type(opt) and opt2.defaults == opt.defaults and batches2 is batches
+    settings = lambda o: [{k: v for k, v in g.items() if k != "params"} for g in o.param_groups]  # noqa: E731
+    assert settings(opt2) == settings(opt) and settings(opt2)[0]["lr"] == 0.03
+    assert [p for g in opt2.param_groups for p in g["params"]] == list(model2.parameters())
+    assert not any(p is q for p, q in zip(model.parameters(), model2.parameters()))
+    a = trainloop.to_host(trainloop.train_fixed(model, opt, batches))
+    b = trainloop.to_host(trainloop.train_fixed(model2, opt2, batches2))
+    assert torch.equal(a["losses"], b["losses"])
+    opt.param_groups[0]["lr"] = 0.2  # a setting changed after construction (as a scheduler does) is copied too
+    assert trainloop.clone_problem(model, opt, batches)[1].param_groups[0]["lr"] == 0.2
+
+
 def train_no_sync_but_skips_training(model, opt, batches):
     """Sync-free but wrong: computes losses without stepping the optimizer."""
     dev = next(model.parameters()).device

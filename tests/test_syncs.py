@@ -19,7 +19,8 @@ def _x():
 SYNCING = {  # name -> (code that synchronizes once, the op the detector must name)
     "item": (lambda x: x.sum().item(), "Tensor.item"),
     "tolist": (lambda x: x.tolist(), "Tensor.tolist"),
-    "numpy": (lambda x: x.cpu().numpy() if DEV.type == "cuda" else x.numpy(), None),
+    "numpy": (lambda x: x.cpu().numpy() if DEV.type == "cuda" else x.numpy(),
+              "Tensor.cpu" if DEV.type == "cuda" else "Tensor.numpy"),
     "cpu": (lambda x: x.cpu(), "Tensor.cpu"),
     "to cpu": (lambda x: x.to("cpu"), "Tensor.to"),
     "bool": (lambda x: bool(x.sum() > 0), "Tensor.__bool__"),
@@ -64,6 +65,26 @@ def test_pageable_host_to_device_copy_is_a_sync_and_non_blocking_is_not():
     with syncs.detect() as log:
         host.to(DEV, non_blocking=True)
     assert len(log) == 0, log.report()
+
+
+def test_non_blocking_is_read_from_its_own_position_in_each_to_overload():
+    """``to(device, dtype, non_blocking, copy)``: a positional ``copy=True`` is not ``non_blocking``."""
+    host = torch.randn(256)
+    with syncs.detect() as log:
+        host.to(DEV, torch.half, False, True)  # blocking, copy=True
+    assert log.ops() == ["Tensor.to"] and "copy" in log[0].why, log.report()
+    if DEV.type == "cuda":
+        host = host.pin_memory()
+    with syncs.detect() as log:
+        host.to(DEV, torch.half, True)  # non_blocking=True, third positional
+        host.to(DEV, None, True, True)
+        host.to(DEV, dtype=torch.half, non_blocking=True)
+    assert len(log) == 0, log.report()
+    assert not syncs._non_blocking("to", (host, torch.half, False, True), {})  # to(dtype, non_blocking, copy)
+    assert syncs._non_blocking("to", (host, torch.half, True), {})
+    assert syncs._non_blocking("to", (host, host, True), {})  # to(other, non_blocking, copy)
+    assert not syncs._non_blocking("to", (host, host, False, True), {})
+    assert syncs._non_blocking("cuda", (host, 0, True), {})  # cuda(device, non_blocking)
 
 
 def test_sync_free_code_has_no_syncs():
@@ -131,6 +152,21 @@ def test_explicit_waits_are_wrapped_only_inside_detect_and_recorded():
     assert {cls: dict(vars(cls)) for cls in class_dicts} == class_dicts, "an inherited method must not stay shadowed"
     assert log.ops() == ["torch.cuda.synchronize"], log.report()
     assert log[0].filename == __file__ and "torch.cuda.synchronize()" in log[0].line
+
+
+def test_gpucourse_synchronize_is_recorded_once_at_the_callers_line():
+    """``gpucourse.synchronize()`` (in CPU mode: waiting for the stand-in queue; on a GPU: torch.cuda.synchronize
+    inside, not counted again) is an explicit wait, under its package name and its module's."""
+    from gpucourse import asyncqueue
+
+    originals = (gpucourse.synchronize, asyncqueue.synchronize)
+    with syncs.detect() as log:
+        gpucourse.synchronize()
+        asyncqueue.synchronize()
+    assert (gpucourse.synchronize, asyncqueue.synchronize) == originals
+    assert log.ops() == ["gpucourse.synchronize", "gpucourse.synchronize"], log.report()
+    assert [s.filename for s in log] == [__file__, __file__]
+    assert "gpucourse.synchronize()" in log[0].line and "asyncqueue.synchronize()" in log[1].line
 
 
 @pytest.mark.gpu

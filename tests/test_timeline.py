@@ -50,6 +50,13 @@ def test_from_events_splits_lanes_and_keeps_top_level_host_events():
     assert timeline._color("Memcpy DtoH", "gpu") == "tab:orange"
 
 
+def test_only_calls_that_block_the_host_are_coloured_as_waits():
+    for name in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"):
+        assert timeline._color(name, "cpu") == "tab:red", name
+    for name in ("cudaMemcpyAsync", "cudaStreamWaitEvent", "cudaLaunchKernel", "aten::copy_"):
+        assert timeline._color(name, "cpu") == "tab:gray", name
+
+
 def test_profile_real_code_and_draw():
     import torch
 

@@ -17,7 +17,11 @@ def crossover() -> dict:
 def _pair_target(p):
     """The wrong number must be off by at least 10% the way the mistake pushes it (a pair pointing the other way
     would teach the opposite of the lesson), or either way where that depends on the GPU."""
-    way = p.get("wrong_reads") or pipeline.MISTAKE_DIRECTION[p["mistake"]]  # results recorded before the field
+    try:
+        way = pipeline.MISTAKE_DIRECTION[p["mistake"]]
+    except KeyError:
+        raise ValueError(f"unknown timing mistake {p['mistake']!r}: pipeline.MISTAKE_DIRECTION says which way each "
+                         f"mistake errs, and has no entry for it") from None
     low, high = p["right_ms"] / p["wrong_ms"], p["wrong_ms"] / p["right_ms"]
     if way == "low":
         return target(f"{p['mistake']}: right/wrong (the wrong time reads too fast)", low, 1.1)
@@ -25,7 +29,7 @@ def _pair_target(p):
         return target(f"{p['mistake']}: wrong/right (the wrong time reads too slow)", high, 1.1)
     if way == "either":
         return target(f"{p['mistake']}: wrong and right differ, either way", max(low, high), 1.1)
-    raise ValueError(f"wrong_reads must be 'low', 'high' or 'either', not {way!r}")
+    raise ValueError(f"MISTAKE_DIRECTION[{p['mistake']!r}] must be 'low', 'high' or 'either', not {way!r}")
 
 
 def _pairs_targets(res):

@@ -32,7 +32,7 @@ def _host(t) -> torch.Tensor:
 
 def judge(fn, params: dict, seed: int) -> list:
     model, opt, batches = trainloop.make_problem(seed % (2**31), steps=params["steps"], nan_at=params.get("nan_at"))
-    ref_model, ref_opt, _ = trainloop.clone_problem(model, batches)
+    ref_model, ref_opt, _ = trainloop.clone_problem(model, opt, batches)
     expected = trainloop.to_host(trainloop.train_fixed(ref_model, ref_opt, batches))
     # The judge's own handles on the parameters, taken before fn can touch the model (it could replace methods).
     named = list(model.named_parameters())
