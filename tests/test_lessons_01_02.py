@@ -112,6 +112,20 @@ def test_time_gpu_right_passes():
     assert v["status"] == "passed", v["result"].report()
 
 
+def test_time_gpu_one_stretched_measurement_is_measured_again():
+    calls = []
+
+    def stretched_once(fn, *args, reps=10):  # right, except that every other measurement reads 3x long
+        calls.append(fn)
+        ms = time_gpu_right(fn, *args, reps=reps)
+        return ms * 3 if len(calls) % 2 else ms
+
+    v = _verdict("time_gpu", stretched_once)
+    assert v["status"] == "passed", v["result"].report()
+    v = _verdict("time_gpu", lambda fn, *a, reps=10: time_gpu_right(fn, *a, reps=reps) * 3)  # always 3x: fails
+    assert v["status"] == "failed"
+
+
 def test_time_gpu_without_synchronize_fails_everywhere_with_the_reason():
     v = _verdict("time_gpu", time_gpu_no_sync)
     assert v["status"] == "failed" and not any(c.passed for c in v["cases"].values())

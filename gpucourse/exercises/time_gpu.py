@@ -46,17 +46,22 @@ def judge(time_gpu, params: dict, seed: int) -> list:
             time.sleep(params["slow_first"] / 1e3)  # e.g. compilation on the first call: host time
         sleep_kernel(ms)
 
-    synchronize()
-    truth = _truth(work, reps=5)
-    synchronize()
-    calls["n"] = 0
-    if params.get("queued_ms"):
-        sleep_kernel(params["queued_ms"])  # work someone else queued before the timer starts
-    got = time_gpu(work, reps=10)
-    synchronize()
+    # A busy machine can stretch one measurement (a sleep that overshoots): a mismatch is measured once more, both
+    # the checker's time and the learner's, before it counts. A wrong timer is wrong both times.
+    for attempt in range(2):
+        synchronize()
+        truth = _truth(work, reps=5)
+        synchronize()
+        calls["n"] = 0
+        if params.get("queued_ms"):
+            sleep_kernel(params["queued_ms"])  # work someone else queued before the timer starts
+        got = time_gpu(work, reps=10)
+        synchronize()
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
+            return [f"time_gpu returned {got!r}; it must return the time in milliseconds as a finite float"]
+        if abs(got - truth) <= TOLERANCE * truth + ABS_MS:
+            break
     problems = []
-    if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
-        return [f"time_gpu returned {got!r}; it must return the time in milliseconds as a finite float"]
     if calls["n"] < 10:
         problems.append(f"fn was called {calls['n']} times for reps=10: call it reps times (plus warm-up)")
     if abs(got - truth) > TOLERANCE * truth + ABS_MS:
