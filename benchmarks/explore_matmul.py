@@ -11,10 +11,13 @@ name the commit of the script that produced them).
                                                host time per launch, and each Hopper config launched without the
                                                autotuner
 
-Prints one JSON line per row and writes $OUT/explore_matmul_<what>.json as it goes.
+Prints one JSON line per row and writes $OUT/explore_matmul_<what>.json as it goes (with the date and the commit
+of the checkout, `git rev-parse --short HEAD`, where git can tell).
 """
+import datetime
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -25,30 +28,43 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 from gpucourse import hopper_matmul  # noqa: E402
-from gpucourse.bench_suites.triton05 import interleaved, solutions  # noqa: E402
-from gpucourse.timing import bench, settle  # noqa: E402
+from gpucourse.solutions import cached_solutions  # noqa: E402
+from gpucourse.timing import bench, interleaved, settle  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def commit() -> str | None:
+    """The checkout's commit (``git rev-parse --short HEAD``), or None where git or the repository is missing."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 class Recorder:
     def __init__(self, what: str):
         self.path = os.path.join(os.environ["OUT"], f"explore_matmul_{what}.json") if os.environ.get("OUT") else None
         self.rows = []
+        self.header = {"commit": commit(),
+                       "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
     def save(self, rec: dict) -> None:
         print(json.dumps(rec), flush=True)
         self.rows.append(rec)
         if self.path:
             with open(self.path, "w") as f:
-                json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                json.dump({**self.header, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                            "triton": triton.__version__, "rows": self.rows}, f, indent=1)
 
 
 def kernels() -> dict:
-    return {"workbook": solutions()["matmul"], "hopper": hopper_matmul.matmul}
+    return {"workbook": cached_solutions("05_triton")["matmul"], "hopper": hopper_matmul.matmul}
 
 
 def ms(results: dict) -> dict:
-    return {f"{name}_ms": round(r["ms"], 4) for name, r in results.items()}
+    return {f"{name}_ms": round(r.median_ms, 4) for name, r in results.items()}
 
 
 def fused(rec: Recorder) -> None:
@@ -71,8 +87,8 @@ def fused(rec: Recorder) -> None:
                               "cublas": lambda: torch.matmul(a, b),
                               "unfused": lambda: F.silu(torch.matmul(a, b) + bias)}, rounds=5, rep_ms=300)
             rec.save({"K": k, "variant": name, "first_calls_s": round(first_s, 1), **ms(t),
-                      "plain_vs_cublas": round(t["cublas"]["ms"] / t["plain"]["ms"], 3),
-                      "fused_speedup": round(t["unfused"]["ms"] / t["fused"]["ms"], 3)})
+                      "plain_vs_cublas": round(t["cublas"].median_ms / t["plain"].median_ms, 3),
+                      "fused_speedup": round(t["unfused"].median_ms / t["fused"].median_ms, 3)})
 
 
 def host_us(fn, n: int = 100) -> float:

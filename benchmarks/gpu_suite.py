@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
 """The GPU suite: on a machine with a CUDA GPU, run everything that CI (no GPU) cannot, in one go.
 
-1. `gpucourse doctor --measure`          -> benchmarks/results/<gpu>-doctor.txt
-2. the test suite, `gpu` tests included   -> benchmarks/results/<gpu>-pytest.txt
-3. every notebook executed on the GPU     -> executed in place (lessons keep these outputs when committed)
-4. every registered benchmark             -> benchmarks/results/<gpu>.json (merged: other entries stay)
-   Lessons that measure a benchmark in their own cells record it there too (gpucourse.benchmarks.record), so
-   ``--skip-benchmarks`` with the lessons still refreshes their entries.
+Steps, in this order (cheapest and most important first, so a run cut short keeps the rest):
 
-Usage: python benchmarks/gpu_suite.py [--skip-tests] [--skip-notebooks] [--notebooks GLOB ...] [--archive PATH]
+1. `gpucourse doctor --measure`           -> benchmarks/results/<gpu>-doctor.txt
+2. the registered benchmarks              -> benchmarks/results/<gpu>.json (merged: other entries stay)
+   Lessons that measure a benchmark in their own cells hand it to gpucourse.benchmarks.record, which merges it
+   into the same file; when those notebooks run (step 3), such benchmarks are left to them, not measured twice.
+3. the notebooks, executed on the GPU      -> in place (lessons and solutions keep these outputs when committed;
+                                              exercises are only run)
+4. the grader on tests/submissions/<id>   -> benchmarks/results/<gpu>-grade-<id>.json (only with --grade)
+5. the test suite, `gpu` tests included    -> benchmarks/results/<gpu>-pytest.txt
+6. the run's summary (notebooks_ok, notebook_seconds, tests_passed) -> "suite" in benchmarks/results/<gpu>.json
+
+Usage: python benchmarks/gpu_suite.py [--skip-benchmarks] [--skip-notebooks] [--skip-tests] [--bench NAME ...]
+           [--notebooks GLOB ...] [--grade EXERCISE ...] [--pytest-args ARGS] [--archive PATH]
 ``--archive`` also packs every file the suite wrote into one .tar.gz (handy when the GPU machine is remote).
-Exit status: non-zero if the tests failed, a notebook raised, or a benchmark errored.
+Exit status: non-zero if the tests failed, a notebook raised, a submission was misgraded or a benchmark errored.
 """
 from __future__ import annotations
 
 import argparse
 import glob
 import io
-import json
 import os
 import re
 import subprocess
@@ -58,15 +63,41 @@ def run_tests(tag: str, pytest_args: list) -> tuple:
     return out.returncode == 0, [path]
 
 
+SITE_PACKAGES = re.compile(r"(/[\w.+-]+)+/(site-packages|dist-packages)/")
+RECORD_CALL = re.compile(r"""record\(\s*["'](\w+)["']""")
+
+
 def _strip_paths(nb) -> None:
-    """Committed outputs must not hold this machine's paths (tracebacks, warnings)."""
-    pattern = re.compile(r"(/[\w.+-]+)+/(site-packages|dist-packages)/")
+    """Committed outputs must not hold this machine's paths (printed text, warnings, tracebacks of errors)."""
+    def clean(text: str) -> str:
+        return SITE_PACKAGES.sub("<site-packages>/", text).replace(str(ROOT), "<repo>")
+
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            for key in ("text",):
-                if key in output:
-                    output[key] = pattern.sub("<site-packages>/", output[key])
-                    output[key] = output[key].replace(str(ROOT), "<repo>")
+            if "text" in output:
+                output["text"] = clean(output["text"])
+            if "traceback" in output:
+                output["traceback"] = [clean(line) for line in output["traceback"]]
+
+
+def notebook_paths(patterns: list) -> list:
+    """The notebooks the globs ``patterns`` (relative to the repository) select, in order."""
+    paths = []
+    for pattern in patterns:
+        paths += sorted(p for p in glob.glob(str(ROOT / pattern)) if "/.ipynb_checkpoints/" not in p)
+    return paths
+
+
+def recorded_by(paths: list) -> set:
+    """Names of the benchmarks that these notebooks measure in their own cells and hand to
+    ``gpucourse.benchmarks.record`` (which writes them into the results file)."""
+    from gpucourse.workbooks import code_cells
+
+    names = set()
+    for path in paths:
+        for source in code_cells(path):
+            names.update(RECORD_CALL.findall(source))
+    return names
 
 
 def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
@@ -75,9 +106,8 @@ def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
     from nbclient.exceptions import CellExecutionError
 
     t0 = step("notebooks")
-    paths = sorted(p for p in glob.glob(str(ROOT / pattern)) if "/.ipynb_checkpoints/" not in p)
     ok, written, timings = True, [], {}
-    for p in paths:
+    for p in notebook_paths([pattern]):
         rel = os.path.relpath(p, ROOT)
         nb = nbformat.read(p, as_version=4)
         client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": ROOT}})
@@ -122,45 +152,50 @@ def run_grader(tag: str, exercise: str) -> tuple:
     return out.returncode == 0, [path] if path.exists() else []
 
 
-def run_benchmarks(tag: str, extra: dict, names: list | None, saved=lambda: None) -> tuple:
-    """Run the benchmarks, merging each result into ``<tag>.json`` as soon as it is done (earlier entries for other
-    benchmarks stay), and call ``saved()`` after each write."""
+def run_benchmarks(tag: str, names: list, saved=lambda: None) -> tuple:
+    """Run the benchmarks ``names``, merging each result into ``<tag>.json`` as soon as it is done (earlier entries
+    for other benchmarks stay), and call ``saved()`` after each write."""
     from gpucourse import benchmarks
 
     t0 = step("benchmarks")
     path = RESULTS / f"{tag}.json"
 
     def write(name, res):
-        benchmarks.merge_into(str(path), name, res, suite=extra)
+        benchmarks.merge_into(str(path), name, res)
         saved()
 
-    run = benchmarks.run(names or None, out=None, on_result=write)
+    run = benchmarks.run(names, out=None, on_result=write)
     ok = not any("error" in r for r in run["results"].values())
     print(f"[{time.perf_counter() - t0:.0f} s] -> {path.relative_to(ROOT)}")
     return ok, [path]
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--skip-tests", action="store_true")
-    ap.add_argument("--skip-notebooks", action="store_true")
-    ap.add_argument("--skip-benchmarks", action="store_true")
+    ap.add_argument("--skip-tests", action="store_true", help="do not run pytest")
+    ap.add_argument("--skip-notebooks", action="store_true", help="do not execute notebooks")
+    ap.add_argument("--skip-benchmarks", action="store_true",
+                    help="run no benchmark here (the notebooks still record theirs)")
     ap.add_argument("--notebooks", nargs="+", default=["notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb"],
                     help="globs relative to the repo (default: every notebook)")
-    ap.add_argument("--bench", nargs="*", default=[], help="benchmarks to run (default: all registered)")
+    ap.add_argument("--bench", nargs="*", default=[],
+                    help="benchmarks to run (default: all registered); those the selected notebooks record are "
+                         "left to them")
     ap.add_argument("--pytest-args", default="tests", help="arguments for pytest (default: 'tests', everything)")
     ap.add_argument("--grade", nargs="*", default=[], help="exercises whose tests/submissions/<id> to grade")
     ap.add_argument("--archive", help="also write every produced file into this .tar.gz (refreshed after each step)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
     import gpucourse
+    from gpucourse import benchmarks
 
     if not gpucourse.on_gpu():
         print("The GPU suite needs a CUDA GPU; this machine runs in CPU mode. Use `make test` here.")
         return 2
     RESULTS.mkdir(parents=True, exist_ok=True)
     tag = slug()
+    results = RESULTS / f"{tag}.json"
     files, ok, extra = [], True, {}
 
     def archive():
@@ -176,16 +211,25 @@ def main() -> int:
     files += run_doctor(tag)
     archive()
     if not args.skip_benchmarks:
-        files.append(RESULTS / f"{tag}.json")
-        b_ok, f = run_benchmarks(tag, extra, args.bench, saved=archive)
-        ok &= b_ok
-        archive()
+        names = args.bench or list(benchmarks.registry())
+        if not args.skip_notebooks:
+            # Lessons that measure a registered benchmark in their own cells hand it to gpucourse.benchmarks.record,
+            # which merges it into the results file: one measurement for the lesson's outputs and the committed
+            # JSON. Measuring it here as well would only be overwritten.
+            in_notebooks = recorded_by(notebook_paths(args.notebooks))
+            left = sorted(n for n in names if n in in_notebooks)
+            if left:
+                print("measured by the notebooks that run next, not here: " + ", ".join(left))
+            names = [n for n in names if n not in in_notebooks]
+        if names:
+            files.append(results)
+            b_ok, f = run_benchmarks(tag, names, saved=archive)
+            ok &= b_ok
+            archive()
     if not args.skip_notebooks:
-        # Lessons that measure a registered benchmark in their own cells hand it to gpucourse.benchmarks.record,
-        # which merges it into the results file: one measurement for the lesson's outputs and the committed JSON.
-        os.environ["GPUCOURSE_RECORD"] = str(RESULTS / f"{tag}.json")
-        if RESULTS / f"{tag}.json" not in files:
-            files.append(RESULTS / f"{tag}.json")
+        os.environ["GPUCOURSE_RECORD"] = str(results)
+        if results not in files:
+            files.append(results)
         nb_ok, all_timings = True, {}
 
         def keep(path):
@@ -210,6 +254,10 @@ def main() -> int:
         ok &= tests_ok
         files += f
         extra["tests_passed"] = tests_ok
+    if extra or results in files:  # the run's summary, written once it is known
+        benchmarks.set_fields(str(results), suite=extra)
+        if results not in files:
+            files.append(results)
     archive()
     print("\nGPU suite:", "OK" if ok else "FAILED")
     return 0 if ok else 1

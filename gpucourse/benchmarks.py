@@ -50,10 +50,11 @@ def evaluate(name: str, result: dict) -> dict:
     return res
 
 
-def format_targets(res: dict) -> str:
+def format_targets(res: dict, indent: str = "  ") -> str:
+    """One line per target of ``res``: met or MISSED, the measured value and the goal."""
     lines = []
     for t in res.get("targets", []):
-        lines.append(f"  [{'met' if t['met'] else 'MISSED'}] {t['name']}: {t['value']:.3g} (target {t['op']} "
+        lines.append(f"{indent}[{'met' if t['met'] else 'MISSED'}] {t['name']}: {t['value']:.3g} (target {t['op']} "
                      f"{t['goal']:g})")
     return "\n".join(lines)
 
@@ -76,21 +77,38 @@ def record(name: str, result: dict, show: bool = True) -> dict:
     return res
 
 
-def merge_into(path: str, name: str, result: dict, **extra) -> None:
-    """Put ``result`` under ``name`` in the results file ``path`` (other entries stay), with the date, this
-    machine's versions and ``extra`` top-level fields; written atomically."""
-    doc = {"results": {}}
-    if os.path.exists(path):
-        with open(path) as f:
-            doc = json.load(f)
-    doc.setdefault("results", {})[name] = result
-    doc["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    doc["environment"] = env.versions()
-    doc.update(extra)
+def _read_results(path: str) -> dict:
+    if not os.path.exists(path):
+        return {"results": {}}
+    with open(path) as f:
+        return json.load(f)
+
+
+def _write_results(path: str, doc: dict) -> None:
+    """Write ``doc`` to ``path`` atomically: a run cut short leaves the old file or the new one, never half."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     os.replace(tmp, path)
+
+
+def merge_into(path: str, name: str, result: dict, **extra) -> None:
+    """Put ``result`` under ``name`` in the results file ``path`` (other entries stay), with the date, this
+    machine's versions and ``extra`` top-level fields; written atomically."""
+    doc = _read_results(path)
+    doc.setdefault("results", {})[name] = result
+    doc["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    doc["environment"] = env.versions()
+    doc.update(extra)
+    _write_results(path, doc)
+
+
+def set_fields(path: str, **fields) -> None:
+    """Set top-level ``fields`` of the results file ``path`` (created if missing; results stay); written
+    atomically."""
+    doc = _read_results(path)
+    doc.update(fields)
+    _write_results(path, doc)
 
 
 def target(name: str, value: float, goal: float, op: str = ">=") -> dict:
@@ -149,12 +167,13 @@ def run(names=None, out: str | None = None, log=print, on_result=None) -> dict:
 def summary(doc: dict) -> str:
     lines = [f"benchmarks on {env.fingerprint(doc['environment'])}"]
     for name, res in doc["results"].items():
-        if "skipped" in res or "error" in res:
-            lines.append(f"  {name}: {'skipped (' + res['skipped'] + ')' if 'skipped' in res else 'ERROR'}")
-            continue
-        for t in res.get("targets", []):
-            mark = "met " if t["met"] else "MISS"
-            lines.append(f"  [{mark}] {name}: {t['name']} = {t['value']:.3f} (target {t['op']} {t['goal']})")
+        if "skipped" in res:
+            lines.append(f"  {name}: skipped ({res['skipped']})")
+        elif "error" in res:
+            lines.append(f"  {name}: ERROR")
+        elif res.get("targets"):
+            lines.append(f"  {name}:")
+            lines.append(format_targets(res, indent="    "))
     return "\n".join(lines)
 
 

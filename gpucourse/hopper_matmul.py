@@ -12,12 +12,13 @@ capability 9.0 and newer (H100, H200, Blackwell):
   the next tile's operands while this tile's epilogue (bias, SiLU, the store) runs, so the two can overlap.
 
 :func:`matmul` takes the workbook's arguments (``matmul(a, b, bias=None, activation="none")``, ``activation``
-"none" or "silu"; here a bias with "none" is added, not ignored); :func:`unsupported` says why a call cannot take
+"none" or "silu") and does what the workbook's does with them; :func:`unsupported` says why a call cannot take
 this path (an older GPU, float32, a row not 16-byte aligned...) so callers can fall back to the portable kernel.
 Measured in ``gpucourse.bench_suites.triton05``.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -90,18 +91,20 @@ def matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, BLOCK_M: tl
 
 def unsupported(a, b=None) -> str | None:
     """Why ``matmul(a, b)`` cannot run here, or None when it can: a plain-language reason for a fallback."""
+    tensors = [(name, t) for name, t in (("a", a), ("b", b)) if t is not None]
     if not hasattr(tl, "make_tensor_descriptor"):
         return f"Triton {triton.__version__} has no tl.make_tensor_descriptor (Triton 3.4 or newer has)"
     if not INTERPRETED:
         if not torch.cuda.is_available():
             return "no CUDA GPU (in CPU mode the kernel runs in Triton's interpreter)"
-        major, minor = torch.cuda.get_device_capability()
+        for name, t in tensors:
+            if t.device.type != "cuda":
+                return f"{name} is on {t.device}: the kernel runs on a CUDA GPU (move it with {name}.cuda())"
+        major, minor = torch.cuda.get_device_capability(a.device)
         if major < 9:
-            return (f"tensor descriptors (TMA) need compute capability 9.0 or newer (Hopper); this GPU is "
+            return (f"tensor descriptors (TMA) need compute capability 9.0 or newer (Hopper); {a.device} is "
                     f"{major}.{minor}: use the workbook's matmul")
-    for name, t in (("a", a), ("b", b)):
-        if t is None:
-            continue
+    for name, t in tensors:
         if t.dtype not in DTYPES:
             return f"{name} is {t.dtype}: this kernel takes float16 or bfloat16 (the workbook's matmul takes float32)"
         if t.dim() != 2 or t.stride(1) != 1 or t.stride(0) != t.shape[1]:
@@ -116,9 +119,11 @@ def unsupported(a, b=None) -> str | None:
     return None
 
 
-def _scratch(size: int, alignment: int, stream):
-    # Device-side descriptors live in global scratch memory that Triton asks the program to allocate.
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+def scratch_allocator(device):
+    """Triton's allocator for global scratch memory (where device-side descriptors live), on ``device``."""
+    def allocate(size: int, alignment: int, stream):
+        return torch.empty(size, dtype=torch.int8, device=device)
+    return allocate
 
 
 def matmul(a, b, bias=None, activation: str = "none"):
@@ -155,12 +160,13 @@ def matmul(a, b, bias=None, activation: str = "none"):
         raise RuntimeError(f"the Hopper matmul cannot run here: {reason}")
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     if INTERPRETED:
-        sms = 4
+        sms, on_a_device = 4, contextlib.nullcontext()
     else:
-        triton.set_allocator(_scratch)
+        triton.set_allocator(scratch_allocator(a.device))
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+        on_a_device = torch.cuda.device(a.device)  # Triton launches on the current device: make it a's
     grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)  # noqa: E731
-    matmul_persistent_kernel[grid](a, b, c, bias if bias is not None else c, M, N, K,
-                                   ACTIVATION=epilogue, NUM_SMS=sms,
-                                   INTERPRETED=INTERPRETED)
+    with on_a_device:
+        matmul_persistent_kernel[grid](a, b, c, bias if bias is not None else c, M, N, K,
+                                       ACTIVATION=epilogue, NUM_SMS=sms, INTERPRETED=INTERPRETED)
     return c

@@ -6,13 +6,13 @@ kernels they measure are exactly the ones the workbook teaches, never a copy tha
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 
-from .workbooks import code_cells
+from .workbooks import ROOT, code_cells
 
 SOLUTION_MARKER = "### BEGIN SOLUTION"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def solution_path(stem: str) -> str:
@@ -39,8 +39,9 @@ def solution_source(stem: str) -> str:
 def load_solutions(stem: str) -> dict:
     """Execute the solution code of ``solutions/<stem>.ipynb`` in a fresh namespace and return it.
 
-    ``import gpucourse`` must come first (it is one of the import cells), so Triton runs in the interpreter in CPU
-    mode exactly as in the notebook.
+    The notebook's first cell (``import gpucourse`` then ``gpucourse.setup()``) is not import-only, so it is not
+    among the cells run; importing this module has already imported gpucourse, which is what selects the mode, so
+    Triton runs in its interpreter in CPU mode exactly as in the notebook.
     """
     source = solution_source(stem)
     filename = f"<solutions/{stem}.ipynb>"
@@ -49,3 +50,10 @@ def load_solutions(stem: str) -> dict:
     namespace = {"__name__": f"gpucourse_solutions_{stem.replace('-', '_')}"}
     exec(compile(source, filename, "exec"), namespace)
     return namespace
+
+
+@functools.lru_cache(maxsize=None)
+def cached_solutions(stem: str) -> dict:
+    """:func:`load_solutions`, run once per workbook and shared: what the benchmark suites use, so the kernels are
+    compiled (and autotuned) once however many benchmarks ask for them. Callers must not change the namespace."""
+    return load_solutions(stem)

@@ -1,4 +1,5 @@
-"""Honest timing: bench() for one function, compare() for several, sweep() across sizes.
+"""Honest timing: bench() for one function, compare() for several, sweep() across sizes, interleaved() for
+several timed in turns over a few rounds.
 
 On a GPU, bench() works the way ``triton.testing.do_bench`` does: one untimed call (compilation, allocation), a
 short estimate, a warm-up, then many repeats each bracketed by CUDA events, with the L2 cache flushed (outside the
@@ -274,6 +275,40 @@ def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None =
         result.warnings.append("The run takes under 5 µs: launch overhead dominates; time a larger problem "
                                "or a batch of calls.")
     return result
+
+
+@dataclasses.dataclass
+class Rounds:
+    """One function's :func:`bench` results over several rounds (see :func:`interleaved`)."""
+
+    results: list  # one BenchResult per round
+
+    @property
+    def medians_ms(self) -> list:
+        return [r.median_ms for r in self.results]
+
+    @property
+    def median_ms(self) -> float:
+        """The median of the rounds' medians."""
+        return statistics.median(self.medians_ms)
+
+    @property
+    def typical(self) -> BenchResult:
+        """The round whose median is nearest :attr:`median_ms`: its GB/s, TFLOP/s and warnings stand for all."""
+        return min(self.results, key=lambda r: abs(r.median_ms - self.median_ms))
+
+
+def interleaved(fns: dict, rounds: int = 3, **bench_kwargs) -> dict:
+    """Time each ``name -> fn`` of ``fns`` in turns: ``rounds`` rounds, each calling :func:`bench` once per
+    function, so that clock drift over the whole run hits every function alike. Returns ``name -> Rounds``;
+    ``.median_ms`` is the median of the rounds' medians and ``.typical`` the round nearest it. Keyword arguments
+    (``bytes``, ``flops``, ``dtype``, ``rep_ms``, ...) go to :func:`bench`; call :func:`settle` first for
+    compute-bound kernels."""
+    runs = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            runs[name].append(bench(fn, name=name, **bench_kwargs))
+    return {name: Rounds(results) for name, results in runs.items()}
 
 
 def copy_gbps(nbytes: int, **bench_kwargs) -> float:

@@ -107,8 +107,9 @@ def leaks(solution_path: str, exercise_text: str) -> list:
     sol = nbformat.read(solution_path, as_version=4)
     ex = nbformat.reads(exercise_text, as_version=4)
     code = "\n".join(c.source for c in ex.cells if c.cell_type == "code")
+    exercise_lines = {line.strip() for line in code.splitlines()}  # solution_lines are stripped too
     found = [line for c in sol.cells if c.cell_type == "code" for line in solution_lines(c.source)
-             if line in code.splitlines() or line in [s.strip() for s in code.splitlines()]]
+             if line in exercise_lines]
     if "BEGIN SOLUTION" in code or "END SOLUTION" in code:
         found.append("a BEGIN/END SOLUTION marker")
     return found

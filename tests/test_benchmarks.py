@@ -128,3 +128,72 @@ def test_timing_pair_targets_check_the_direction_of_each_mistake(monkeypatch):
     monkeypatch.setitem(pipeline.MISTAKE_DIRECTION, "x", "up")
     with pytest.raises(ValueError, match="must be 'low', 'high' or 'either', not 'up'"):
         benchmarks.evaluate("pipeline01_timing_pairs", {"pairs": [{"mistake": "x", "wrong_ms": 1, "right_ms": 2}]})
+
+
+def test_summary_lists_targets_the_way_record_prints_them():
+    doc = {"environment": {"gpu": None, "driver": None, "torch": "x", "triton": None, "mode": "cpu"},
+           "results": {"a": {"targets": [benchmarks.target("ratio", 0.5, 0.9)]}, "b": {"skipped": "needs a GPU"},
+                       "c": {"error": "Traceback ..."}}}
+    text = benchmarks.summary(doc)
+    assert benchmarks.format_targets(doc["results"]["a"], indent="    ") in text
+    assert "    [MISSED] ratio: 0.5 (target >= 0.9)" in text
+    assert "  b: skipped (needs a GPU)" in text and "  c: ERROR" in text
+
+
+def _gpu_suite():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "gpu_suite.py")
+    spec = importlib.util.spec_from_file_location("gpu_suite_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_suite_strips_machine_paths_from_text_and_tracebacks():
+    import nbformat
+
+    suite = _gpu_suite()
+    where = f"{suite.ROOT}/gpucourse/x.py and /home/me/.venv/lib/python3.11/site-packages/torch/y.py"
+    cell = nbformat.v4.new_code_cell("1 / 0", outputs=[
+        nbformat.v4.new_output("stream", name="stderr", text=where),
+        nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="", traceback=["Traceback", where])])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    suite._strip_paths(nb)
+    clean = "<repo>/gpucourse/x.py and <site-packages>/torch/y.py"
+    assert cell.outputs[0]["text"] == clean
+    assert cell.outputs[1]["traceback"] == ["Traceback", clean]
+
+
+def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_notebooks(tmp_path, monkeypatch):
+    """The run's summary lands in the results file's "suite" (it used to be written before it was known), and
+    benchmarks that a selected notebook records are not also measured by the suite."""
+    import gpucourse
+
+    suite = _gpu_suite()
+    results = tmp_path / "fake.json"
+    benched = []
+
+    def run_benchmarks(tag, names, saved=lambda: None):
+        benched.extend(names)
+        for name in names:
+            benchmarks.merge_into(str(results), name, {"ms": 1.0})
+        return True, [results]
+
+    monkeypatch.setattr(gpucourse, "on_gpu", lambda: True)
+    monkeypatch.setattr(benchmarks.env, "versions", lambda: {"torch": "x", "mode": "gpu"})
+    monkeypatch.delenv("GPUCOURSE_RECORD", raising=False)  # main() sets it; restored afterwards
+    monkeypatch.setattr(suite, "RESULTS", tmp_path)
+    monkeypatch.setattr(suite, "slug", lambda: "fake")
+    monkeypatch.setattr(suite, "run_doctor", lambda tag: [])
+    monkeypatch.setattr(suite, "run_benchmarks", run_benchmarks)
+    monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved: (True, [], {pattern: 2.0}))
+    monkeypatch.setattr(suite, "run_tests", lambda tag, args: (False, []))
+    assert suite.main(["--notebooks", "notebooks/05_triton.ipynb"]) == 1  # the tests "failed"
+    assert {"ceilings", "cuda04_ladder"} <= set(benched)
+    assert not {"triton05_matmul", "triton05_softmax", "triton05_vector_add"} & set(benched)
+    doc = json.loads(results.read_text())
+    assert doc["suite"] == {"notebooks_ok": True, "notebook_seconds": {"notebooks/05_triton.ipynb": 2.0},
+                            "tests_passed": False}
+    assert set(doc["results"]) == set(benched)

@@ -120,3 +120,29 @@ def test_unsynchronized_host_timing_would_be_flagged():
     spec = gpucourse.specs.current()
     r = BenchResult("naive", samples=[ms], mode="gpu", bytes=2 * x.numel() * 4, peak_gbs=spec.bandwidth_gbs)
     assert r.gbps > spec.bandwidth_gbs and timing.peak_check(r)
+
+
+def test_interleaved_takes_turns_and_reports_the_median_round():
+    calls = []
+
+    def named(name):
+        def fn():
+            if not calls or calls[-1] != name:
+                calls.append(name)  # one entry per run of consecutive calls: the order of the turns
+        return fn
+
+    out = timing.interleaved({"a": named("a"), "b": named("b")}, rounds=3, warmup_ms=0.1, rep_ms=0.5, min_reps=3)
+    assert calls == ["a", "b", "a", "b", "a", "b"]
+    assert set(out) == {"a", "b"}
+    for name, rounds in out.items():
+        assert len(rounds.results) == 3 and all(r.name == name for r in rounds.results)
+        assert rounds.median_ms == statistics.median(r.median_ms for r in rounds.results)
+        assert rounds.typical in rounds.results and rounds.typical.median_ms == rounds.median_ms  # odd count
+
+
+def test_rounds_median_of_medians_and_its_round():
+    results = [BenchResult(str(ms), samples=[ms, ms + 0.1], mode="cpu", bytes=1e6) for ms in (3.0, 1.0, 2.6, 9.0, 2.5)]
+    rounds = timing.Rounds(results)
+    assert rounds.medians_ms == pytest.approx([3.05, 1.05, 2.65, 9.05, 2.55])
+    assert rounds.median_ms == pytest.approx(2.65)
+    assert rounds.typical is results[2] and rounds.typical.gbps == pytest.approx(1e6 / 2.65e-3 / 1e9)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import gpucourse
-from gpucourse.solutions import load_solutions, solution_source
+from gpucourse.solutions import cached_solutions, load_solutions, solution_source
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -138,7 +138,7 @@ def test_hopper_matmul_empty_sizes_and_clear_errors():
     with pytest.raises(ValueError, match="bias must be 1-D with 8"):
         hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), torch_zeros(4))
     if not _hopper_ok():
-        return
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
     with pytest.raises(RuntimeError, match="16-byte boundaries"):
         hopper_matmul.matmul(torch_zeros(4, 6), torch_zeros(6, 8))
     with pytest.raises(RuntimeError, match="contiguous row-major"):
@@ -178,3 +178,104 @@ def test_hopper_matmul_rejects_a_misaligned_view_and_mixed_devices():
     assert "16-byte boundary" in hopper_matmul.unsupported(flat)
     with pytest.raises(ValueError, match="one device"):
         hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), torch.zeros(8, dtype=torch.float16, device="meta"))
+
+
+# --- one contract for the workbook's matmul and the Hopper kernel: bias, activation, and what is refused ---
+
+def _matmuls() -> dict:
+    from gpucourse import hopper_matmul
+
+    kernels = {"workbook": cached_solutions("05_triton")["matmul"]}
+    if _hopper_ok():
+        kernels["hopper"] = hopper_matmul.matmul
+    return kernels
+
+
+@pytest.mark.parametrize("kernel", ["workbook", "hopper"])
+def test_matmul_bias_and_activation_do_what_they_say(kernel):
+    """A bias with activation "none" is added (it was silently ignored by the workbook's wrapper), "silu" applies
+    SiLU to a @ b + bias, and what neither can honour raises instead of returning plain a @ b."""
+    import torch
+    import torch.nn.functional as F
+
+    matmul = _matmuls().get(kernel)
+    if matmul is None:
+        pytest.skip(f"no {kernel} kernel here")
+    dev = gpucourse.torch_device()
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(40, 24, generator=gen).half().to(dev)
+    b = torch.randn(24, 32, generator=gen).half().to(dev)
+    bias = torch.randn(32, generator=gen).half().to(dev)
+    exact = a.double() @ b.double()
+    for args, want in [((), exact), ((None,), exact), ((bias,), exact + bias.double()),
+                       ((bias, "none"), exact + bias.double()), ((bias, "silu"), F.silu(exact + bias.double()))]:
+        got = matmul(a, b, *args).double()
+        assert (got - want).abs().max().item() <= 2e-2 * want.abs().max().item() + 1e-2, args
+    with pytest.raises(ValueError, match="pass bias"):
+        matmul(a, b, None, "silu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        matmul(a, b, bias, "gelu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        matmul(a, b, None, "gelu")
+
+
+def test_bench_suites_share_one_cached_load_of_each_workbook():
+    from gpucourse.bench_suites import cuda04, memory03, triton05
+
+    assert triton05.solutions() is cached_solutions("05_triton") is triton05.solutions()
+    assert memory03.solutions() is cached_solutions("03_memory_hierarchy")
+    assert cuda04.solutions() is cached_solutions("04_cuda_reduction")
+
+
+class _FakeCudaMatrix:
+    """What hopper_matmul.unsupported reads of a tensor: a contiguous, aligned float16 4x8 matrix on ``device``."""
+
+    def __init__(self, device):
+        import torch
+
+        self.device, self.dtype, self.shape = torch.device(device), torch.float16, (4, 8)
+
+    def dim(self):
+        return 2
+
+    def stride(self, dim):
+        return (8, 1)[dim]
+
+    def element_size(self):
+        return 2
+
+    def data_ptr(self):
+        return 0
+
+
+def test_hopper_unsupported_checks_the_tensors_device_not_the_current_one(monkeypatch):
+    """In GPU mode (faked here): tensors left on the CPU get a plain reason, not an obscure Triton error, and the
+    compute capability asked about is that of the GPU holding ``a``."""
+    import torch
+    from gpucourse import hopper_matmul
+
+    if not hasattr(hopper_matmul.tl, "make_tensor_descriptor"):
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    monkeypatch.setattr(hopper_matmul, "INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    asked = []
+
+    def capability(device=None):
+        asked.append(device)
+        return (9, 0) if device == torch.device("cuda", 1) else (8, 0)  # cuda:1 a Hopper, the current one not
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    cpu = torch.zeros(4, 8, dtype=torch.float16)
+    assert "a is on cpu" in hopper_matmul.unsupported(cpu, cpu)
+    assert "b is on cpu" in hopper_matmul.unsupported(_FakeCudaMatrix("cuda:1"), cpu)
+    assert hopper_matmul.unsupported(_FakeCudaMatrix("cuda:1"), _FakeCudaMatrix("cuda:1")) is None
+    assert asked[-1] == torch.device("cuda", 1)
+    assert "compute capability 9.0" in hopper_matmul.unsupported(_FakeCudaMatrix("cuda:0"))
+
+
+def test_hopper_scratch_memory_goes_on_the_given_device():
+    import torch
+    from gpucourse import hopper_matmul
+
+    scratch = hopper_matmul.scratch_allocator(torch.device("cpu"))(128, 16, None)
+    assert scratch.device == torch.device("cpu") and scratch.numel() == 128 and scratch.dtype == torch.int8

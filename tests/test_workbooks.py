@@ -11,7 +11,6 @@ import pytest
 
 from gpucourse import workbooks
 
-ROOT = workbooks.ROOT
 PAIRS = workbooks.pairs()
 IDS = [os.path.basename(s) for s, _ in PAIRS]
 
@@ -47,6 +46,20 @@ def test_no_solution_code_leaks(sol, ex):
         assert workbooks.leaks(sol, f.read()) == []
     nb = nbformat.read(sol, as_version=4)
     assert any("BEGIN SOLUTION" in c.source for c in nb.cells), "a solution workbook without solution regions"
+
+
+def test_leaks_finds_solution_lines_whatever_their_indentation(tmp_path):
+    sol = tmp_path / "sol.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "def f(x):\n    ### BEGIN SOLUTION\n    return secret_formula(x)\n    ### END SOLUTION\n")]), sol)
+
+    def exercise(source):
+        return nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]))
+
+    assert workbooks.leaks(str(sol), exercise("def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError")) == []
+    for pasted in ("def f(x):\n    return secret_formula(x)", "def f(x):\n  return secret_formula(x)  ",
+                   "return secret_formula(x)"):
+        assert workbooks.leaks(str(sol), exercise(pasted)) == ["return secret_formula(x)"], pasted
 
 
 @pytest.mark.parametrize("sol,ex", PAIRS, ids=IDS)

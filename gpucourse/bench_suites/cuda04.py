@@ -7,7 +7,6 @@ plots from what these functions return.
 """
 from __future__ import annotations
 
-import functools
 import time
 
 from ..benchmarks import register, target
@@ -23,11 +22,10 @@ SMALL_CASE = {"count": 2000, "min_len": 500, "max_len": 1_500}  # ~1k floats eac
 COMPILE_COUNT = 200
 
 
-@functools.lru_cache(maxsize=1)
 def solutions() -> dict:
-    from ..solutions import load_solutions
+    from ..solutions import cached_solutions
 
-    return load_solutions("04_cuda_reduction")
+    return cached_solutions("04_cuda_reduction")
 
 
 def ladder(n: int = LADDER_N) -> dict:

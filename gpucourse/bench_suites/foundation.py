@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 
 from ..benchmarks import register, target
-from ..timing import bench, settle
+from ..timing import Rounds, bench, settle
 
 
 def _cv(xs) -> float:
@@ -13,7 +13,7 @@ def _cv(xs) -> float:
 
 def _agreement(fn, label: str, rep_ms: float = 100, **decl) -> dict:
     """Five measurements by bench() and five by triton's do_bench over the same window (``rep_ms``), interleaved so
-    both see the same clocks."""
+    both see the same clocks (as :func:`gpucourse.timing.interleaved` does, with do_bench as the second timer)."""
     import triton.testing
 
     settle(fn)
@@ -21,13 +21,13 @@ def _agreement(fn, label: str, rep_ms: float = 100, **decl) -> dict:
     for _ in range(5):
         ours.append(bench(fn, name=label, rep_ms=rep_ms, **decl))
         theirs.append(triton.testing.do_bench(fn, rep=rep_ms, return_mode="median"))
-    ours_ms = [r.median_ms for r in ours]
-    med_ours, med_theirs = statistics.median(ours_ms), statistics.median(theirs)
-    best = min(ours, key=lambda r: abs(r.median_ms - med_ours))
-    return {"rep_ms": rep_ms, "bench_ms": ours_ms, "do_bench_ms": theirs, "bench_median_ms": med_ours, "do_bench_median_ms": med_theirs,
-            "ratio": med_ours / med_theirs, "cv_of_5": _cv(ours_ms), "gbps": best.gbps, "tflops": best.tflops,
-            "pct_of_peak_bw": best.pct_of_peak_bw, "pct_of_peak_flops": best.pct_of_peak_flops,
-            "warnings": best.warnings}
+    ours = Rounds(ours)
+    med_theirs = statistics.median(theirs)
+    best = ours.typical
+    return {"rep_ms": rep_ms, "bench_ms": ours.medians_ms, "do_bench_ms": theirs, "bench_median_ms": ours.median_ms,
+            "do_bench_median_ms": med_theirs, "ratio": ours.median_ms / med_theirs, "cv_of_5": _cv(ours.medians_ms),
+            "gbps": best.gbps, "tflops": best.tflops, "pct_of_peak_bw": best.pct_of_peak_bw,
+            "pct_of_peak_flops": best.pct_of_peak_flops, "warnings": best.warnings}
 
 
 @register("timing_agreement", lesson="00")

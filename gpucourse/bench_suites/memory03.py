@@ -20,11 +20,10 @@ from ..timing import bench, settle, copy_gbps
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
 
 
-@functools.lru_cache(maxsize=1)
 def solutions() -> dict:
-    from ..solutions import load_solutions
+    from ..solutions import cached_solutions
 
-    return load_solutions("03_memory_hierarchy")
+    return cached_solutions("03_memory_hierarchy")
 
 
 def _repeated(fn, reps: int):

@@ -6,32 +6,14 @@ plots are drawn from what these functions return.
 """
 from __future__ import annotations
 
-import functools
-import statistics
-
 from ..benchmarks import register, target
-from ..timing import bench, copy_gbps, settle
+from ..timing import bench, copy_gbps, interleaved, settle
 
 
-@functools.lru_cache(maxsize=1)
 def solutions() -> dict:
-    from ..solutions import load_solutions
+    from ..solutions import cached_solutions
 
-    return load_solutions("05_triton")
-
-
-def interleaved(fns: dict, rounds: int = 3, **decl) -> dict:
-    """Median over ``rounds`` of each fn's bench() median, taken in turns so clock drift hits all alike."""
-    runs = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            runs[name].append(bench(fn, name=name, **decl))
-    out = {}
-    for name, rs in runs.items():
-        ms = statistics.median(r.median_ms for r in rs)
-        best = min(rs, key=lambda r: abs(r.median_ms - ms))
-        out[name] = {"ms": ms, "gbps": best.gbps, "tflops": best.tflops, "warnings": best.warnings}
-    return out
+    return cached_solutions("05_triton")
 
 
 @register("triton05_vector_add", lesson="05")
@@ -52,10 +34,10 @@ def vector_add_bench() -> dict:
         a, b = torch.randn(s, device="cuda"), torch.randn(s, device="cuda")
         series["triton"].append(bench(vector_add, a, b, bytes=3 * s * 4).gbps)
         series["torch"].append(bench(torch.add, a, b, bytes=3 * s * 4).gbps)
-    ratio = big["triton"]["gbps"] / copy
-    return {"n": n, "triton_gbps": big["triton"]["gbps"], "torch_gbps": big["torch"]["gbps"], "copy_gbps": copy,
+    triton_gbps, torch_gbps = big["triton"].typical.gbps, big["torch"].typical.gbps
+    return {"n": n, "triton_gbps": triton_gbps, "torch_gbps": torch_gbps, "copy_gbps": copy,
             "sweep": {"sizes": sizes, "gbps": series},
-            "targets": [target("vector add / copy bandwidth (fp32, 2^28)", ratio, 0.95)]}
+            "targets": [target("vector add / copy bandwidth (fp32, 2^28)", triton_gbps / copy, 0.95)]}
 
 
 @register("triton05_softmax", lesson="05")
@@ -71,7 +53,7 @@ def softmax_bench() -> dict:
         nbytes = 2 * x.numel() * x.element_size()
         r = interleaved({"triton": lambda: softmax(x), "torch": lambda: torch.softmax(x, dim=-1)}, bytes=nbytes)
         name = str(dtype).replace("torch.", "")
-        figures[name] = {"triton_gbps": r["triton"]["gbps"], "torch_gbps": r["torch"]["gbps"],
+        figures[name] = {"triton_gbps": r["triton"].typical.gbps, "torch_gbps": r["torch"].typical.gbps,
                          "copy_gbps": copy_gbps(x.numel() * x.element_size())}
         del x
     widths = [2**k for k in range(8, 15)]
@@ -120,8 +102,10 @@ def matmul_bench() -> dict:
     for name, fn in kernels.items():
         torch.testing.assert_close(fn(a[:512], b), torch.matmul(a[:512], b), rtol=2e-2, atol=1.0)
         torch.testing.assert_close(fn(a[:512], b, bias, "silu"), want, rtol=2e-2, atol=1.0)
-    for fn in kernels.values():  # autotune at the full shape before the clocks are settled and timing starts
-        fn(a, b), fn(a, b, bias, "silu")
+    # The same fusion where the matmul is shorter (K = 2048, an MLP-like shape): the epilogue's share grows.
+    a2, b2 = a[:, :2048].contiguous(), b[:2048].contiguous()
+    for fn in kernels.values():  # autotune every timed shape before the clocks are settled and timing starts
+        fn(a, b), fn(a, b, bias, "silu"), fn(a2, b2, bias, "silu")
     settle(lambda: torch.matmul(a, b))  # compute-bound: reach steady clocks before timing
 
     def fused_vs_unfused(x, y):
@@ -132,8 +116,6 @@ def matmul_bench() -> dict:
     plain = {name: (lambda fn=fn: fn(a, b)) for name, fn in kernels.items()}
     mm = interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **bf16)
     fused = fused_vs_unfused(a, b)
-    # The same fusion where the matmul is shorter (K = 2048, an MLP-like shape): the epilogue's share grows.
-    a2, b2 = a[:, :2048].contiguous(), b[:2048].contiguous()
     short = fused_vs_unfused(a2, b2)
     del a, b, a2, b2
     sizes = [512, 1024, 2048, 3072, 4096, 6144, 8192]
@@ -147,17 +129,17 @@ def matmul_bench() -> dict:
     out = {"shape": [m, n, k], "dtype": "bfloat16", "timing": "settle, then 5 interleaved rounds of 300 ms",
            "hopper_kernel": None if hopper_missing else "gpucourse.hopper_matmul",
            "hopper_unavailable_because": hopper_missing,
-           "tflops": {name: r["tflops"] for name, r in mm.items()},
-           "fused_ms": {name: r["ms"] for name, r in fused.items()},
-           "fused_k2048_ms": {name: r["ms"] for name, r in short.items()},
+           "tflops": {name: r.typical.tflops for name, r in mm.items()},
+           "fused_ms": {name: r.median_ms for name, r in fused.items()},
+           "fused_k2048_ms": {name: r.median_ms for name, r in short.items()},
            "sweep": {"sizes": sizes, "tflops": sweep}}
     targets = [target("matmul bf16 8192^3 / cuBLAS (workbook kernel)",
-                      mm["triton"]["tflops"] / mm["cuBLAS"]["tflops"], 0.90)]
+                      out["tflops"]["triton"] / out["tflops"]["cuBLAS"], 0.90)]
     if best != "triton":
         targets.append(target("matmul bf16 8192^3 / cuBLAS (Hopper kernel)",
-                              mm[best]["tflops"] / mm["cuBLAS"]["tflops"], 0.90))
+                              out["tflops"][best] / out["tflops"]["cuBLAS"], 0.90))
     targets.append(target(f"fused matmul+bias+silu / torch unfused (bf16 8192^3, "
                           f"{'Hopper' if best != 'triton' else 'workbook'} kernel)",
-                          fused["torch unfused"]["ms"] / fused[f"{best} fused"]["ms"], 1.1))
+                          out["fused_ms"]["torch unfused"] / out["fused_ms"][f"{best} fused"], 1.1))
     out["targets"] = targets
     return out
