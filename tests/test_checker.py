@@ -129,6 +129,9 @@ def test_not_implemented_does_not_raise(capsys):
     r = gpucourse.check("relu", stub)
     assert r.status == "not implemented" and not r.passed
     assert "not implemented yet" in capsys.readouterr().out
+    assert f"relu {checker.NOT_IMPLEMENTED}" in r.message
+    r = gpucourse.check("block_sum", lambda x: stub(x), quiet=True)  # CPU mode: through cuda_check
+    assert r.status == "not implemented" and f"block_sum {checker.NOT_IMPLEMENTED}" in r.message
 
 
 def test_fresh_inputs_every_call():
@@ -187,3 +190,78 @@ def test_heatmap_for_2d_outputs():
     assert int(case.bad_mask.sum()) == 18 * 64
     fig = compare.heatmap(case.bad_mask)
     assert fig.axes[0].get_title().startswith("mismatching elements (1152 of 2368)")
+
+
+def test_sparse_and_meta_outputs_are_the_learners_problem():
+    r = checker.check("relu", lambda x: torch.relu(x).to_sparse(), quiet=True)  # raised CheckerError before
+    assert r.status == "failed" and all("layout sparse_coo" in c.problems[0] for c in r.cases)
+    r = checker.check("relu", lambda x: torch.relu(x).to("meta"), quiet=True)
+    assert r.status == "failed" and all("meta device" in c.problems[0] for c in r.cases)
+
+
+def test_determinism_run_gets_its_own_copy_of_tensors_in_lists():
+    """sum_many's argument is a list of tensors: a call that changes them in place must not change the inputs of
+    the second (determinism) call."""
+    ex = get("sum_many")
+    args, _ = checker.make_case(ex, Case("three", {"count": 3, "min_len": 4, "max_len": 4}), 5, 0)
+    args = checker.to_device(args, "cpu")
+    copy = checker.clone_args(args)
+    assert all(a is not b for a, b in zip(args[0]["value"], copy[0]["value"]))
+
+    def sums_then_scribbles(tensors):
+        out = torch.stack([t.sum() for t in tensors])
+        for t in tensors:
+            t.add_(1.0)
+        return out
+
+    outcome = checker.run_case(ex, sums_then_scribbles, args)
+    assert torch.equal(outcome["out"], outcome["out2"])
+
+
+def test_block_sum_statement_asks_for_the_shape_it_checks():
+    ex = get("block_sum")
+    assert "(1,)" not in ex.statement and "0-d float32 tensor (shape `()`" in ex.statement
+    args, expected = checker.make_case(ex, ex.cases[2], 1, 2)
+    assert tuple(expected.shape) == ()
+
+
+def test_timing_bugs_judge_rejects_unhashable_answers():
+    from gpucourse.exercises import timing_bugs
+
+    problems = timing_bugs.judge(lambda: {"A": ["no_sync"], "B": "first_call"}, {"snippet": "A"}, 0)
+    assert problems == [f"['no_sync'] is not one of {sorted(timing_bugs.BUGS)}"]
+    assert timing_bugs.judge(lambda: {"A": "no_sync"}, {"snippet": "A"}, 0) == []
+
+
+def test_measure_perf_declares_flops_and_times_the_copy_baseline(monkeypatch):
+    """measure_perf runs on a GPU only: here bench and copy_gbps are stand-ins that record what they are given."""
+    import dataclasses
+
+    from gpucourse import timing
+    from gpucourse.exercises import Perf
+
+    matmul, vector_add = get("matmul"), get("vector_add")  # loaded before the patches below (they read the mode)
+    calls, copies = [], []
+
+    def fake_bench(fn, *args, bytes=None, flops=None, dtype=None, name=None, **kwargs):
+        calls.append({"name": name, "flops": flops, "dtype": dtype})
+        result = timing.BenchResult(name=name, samples=[1.0], mode="gpu", bytes=bytes, flops=flops,
+                                    dtype=None if dtype is None else str(dtype).replace("torch.", ""),
+                                    peak_gbs=1.0, peak_tflops=1e-6)  # tiny peaks: any declared work is above them
+        result.warnings.extend(timing.peak_check(result))
+        return result
+
+    monkeypatch.setattr(timing, "bench", fake_bench)
+    monkeypatch.setattr(timing, "copy_gbps", lambda nbytes, **kw: copies.append(nbytes) or 4.0)
+    monkeypatch.setattr(checker._device, "on_gpu", lambda: True)
+    monkeypatch.setattr(checker._device, "torch_device", lambda: torch.device("cpu"))
+
+    small = dataclasses.replace(matmul, perf=dataclasses.replace(matmul.perf, params={"m": 8, "n": 4, "k": 16}))
+    p = checker.measure_perf(small, lambda a, b: a @ b)
+    assert calls[0] == {"name": "matmul", "flops": 2 * 8 * 4 * 16, "dtype": torch.float16}
+    assert p["suspicious"] and any("TFLOP/s is above" in w for w in p["warnings"])
+
+    small = dataclasses.replace(vector_add, perf=Perf(baseline="copy", target=0.8, params={"n": 1000},
+                                                      bytes=vector_add.perf.bytes))
+    p = checker.measure_perf(small, lambda x, y: x + y)
+    assert copies == [12_000 // 2] and "a torch copy of the same bytes (4 GB/s)" in p["text"]

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -17,7 +18,7 @@ import torch
 
 import gpucourse
 from gpucourse.exercises import get
-from gpucourse.grading import grader
+from gpucourse.grading import checker, grader, protocol
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOLDER = os.path.join(HERE, "submissions", "vector_add")
@@ -43,6 +44,7 @@ EXPECTED = {
     "wrong_inplace_input.py": ("failed", "modified its input", []),
     "wrong_nondeterministic.py": ("failed", "nondeterministic", []),
     "wrong_shape.py": ("failed", "wrong shape", []),
+    "wrong_sparse_output.py": ("failed", "layout sparse_coo", []),
     "error_syntax.py": ("error", "syntax error", []),
     "error_raises.py": ("error", "raised IndexError", []),
     "error_missing_function.py": ("error", "does not define `vector_add`", []),
@@ -183,6 +185,7 @@ def test_help_names_the_statuses():
     assert proc.returncode == 0
     for word in ("passed", "failed", "error", "timeout", "crashed", "score"):
         assert word in proc.stdout
+    assert "1 when the grader itself failed" in proc.stdout  # the exit status main() returns on a grader bug
 
 
 # --- judged exercises (Exercise.judge): the judge runs inside the isolated worker --------------------------------
@@ -331,3 +334,102 @@ def test_static_flags():
         "source walks the garbage collector (gc.get_objects/referrers)"]
     assert grader.static_flags("def vector_add(x, y):\n    return x + y\n") == []
     assert any("ctypes" in f for f in grader.static_flags("import ctypes"))
+
+
+# --- the grader's side of the channel, with messages forged by hand ---------------------------------------------
+
+
+def _result_msg(**fields) -> dict:
+    """A "result" message as the worker sends it for a call with two input buffers; ``fields`` replace its own."""
+    msg = {"type": "result", "index": 0, "out": {"tensor": torch.zeros(3), "device": "cpu"}, "out2": None,
+           "buffers_after": [torch.zeros(4), None], "triton_launches": {"add_kernel": 1}, "cuda_launches": {},
+           "ops": {"aten.add": 2}, "overruns": []}
+    msg.update(fields)
+    return msg
+
+
+def test_forged_result_fields_are_malformed_not_a_grader_error():
+    outcome = grader._outcome(_result_msg(), 2)
+    assert outcome["triton_launches"] == {"add_kernel": 1} and outcome["ops"] == {"aten.add": 2}
+    missing_out = _result_msg()
+    del missing_out["out"]
+    forged = [missing_out, _result_msg(out={"number": "x"}), _result_msg(triton_launches={"add_kernel": "many"}),
+              _result_msg(cuda_launches=[1, 2]), _result_msg(ops={"aten.add": "x"}),
+              _result_msg(buffers_after=torch.zeros(3)), _result_msg(out2={"number": torch.zeros(2)})]
+    for msg in forged:
+        with pytest.raises(protocol.Malformed):
+            grader._outcome(msg, 2)
+
+
+def test_forged_result_in_the_conversation_is_blamed_on_the_channel():
+    """A fake worker that answers the first case with a forged message carrying the right nonce: _converse raises
+    Malformed (grade_one: status error, flagged "tampered with the grader's channel"), not ValueError (grade:
+    "INTERNAL GRADER ERROR")."""
+    ex = get("vector_add")
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+
+    def fake_worker():
+        nonce = protocol.recv(to_r)["nonce"]
+        protocol.send(from_w, {"type": "ready", "nonce": nonce})
+        case = protocol.recv(to_r)
+        protocol.send(from_w, {"type": "result", "nonce": nonce, "index": case["index"], "out": {"number": "x"},
+                               "buffers_after": [None, None]})
+
+    thread = threading.Thread(target=fake_worker, daemon=True)
+    thread.start()
+    result = grader.Result(submission="forged.py", status="error", score=0.0, message="")
+    try:
+        with pytest.raises(protocol.Malformed):
+            grader._converse(ex, "forged.py", result, checker.new_seed(), "n0nce", to_w, from_r,
+                             time.monotonic() + 60)
+    finally:
+        thread.join(timeout=10)
+        for fd in (to_r, to_w, from_r, from_w):
+            os.close(fd)
+
+
+def test_tampered_flag_is_the_workers_isinstance_not_the_exception_name():
+    ex = get("fix_training_loop")
+    own_class = {"type": "raised", "index": 0, "exc_type": "Tampered",
+                 "traceback": "Traceback (most recent call last):\nTampered: a class the submission defined"}
+    r = grader.Result(submission="s.py", status="error", score=0.0, message="")
+    grader._raised(ex, ex.cases[0], own_class, r)
+    assert "tampered" not in r.message and r.flags == [] and "raised Tampered" in r.message
+    r = grader.Result(submission="s.py", status="error", score=0.0, message="")
+    grader._raised(ex, ex.cases[0], dict(own_class, tampered=True), r)
+    assert "tampered with the judge" in r.message and r.flags == ["tampered with the judge"]
+
+
+def test_not_implemented_message_is_the_checkers():
+    ex = get("vector_add")
+    r = grader.Result(submission="s.py", status="error", score=0.0, message="")
+    grader._raised(ex, ex.cases[0], {"type": "raised", "not_implemented": True, "exc_type": "NotImplementedError"}, r)
+    assert r.message.startswith(f"vector_add {checker.NOT_IMPLEMENTED}")
+
+
+def test_sparse_output_is_described_by_the_worker():
+    from gpucourse.grading import worker
+
+    sent = worker._plain(torch.ones(3).to_sparse(), torch)
+    out, _ = grader._unpack(sent)
+    assert grader._meta_problem(torch.ones(3), out) == [sent["problem"]] and "sparse_coo" in sent["problem"]
+    assert "meta device" in worker._plain(torch.empty(3, device="meta"), torch)["problem"]
+
+
+def test_worker_env_is_an_allow_list_with_its_own_caches(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADER_API_TOKEN", "secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("GPUCOURSE_CACHE", str(tmp_path / "shared"))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "shared_ext"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "shared_triton"))
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    one, two = grader._worker_env(None, str(tmp_path / "one")), grader._worker_env("1", str(tmp_path / "two"))
+    for env, tmp in ((one, tmp_path / "one"), (two, tmp_path / "two")):
+        assert "secret" not in env.values() and "GRADER_API_TOKEN" not in env
+        assert env["PATH"] == os.environ["PATH"] and env["LC_ALL"] == "C.UTF-8"
+        assert env["PYTHONPATH"].split(os.pathsep)[0] == os.path.dirname(HERE)  # gpucourse importable
+        for key in ("GPUCOURSE_CACHE", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TRITON_HOME",
+                    "TORCHINDUCTOR_CACHE_DIR", "HOME", "XDG_CACHE_HOME"):
+            assert env[key].startswith(str(tmp)), key
+    assert one["GPUCOURSE_CACHE"] != two["GPUCOURSE_CACHE"] and two["CUDA_VISIBLE_DEVICES"] == "1"

@@ -35,3 +35,13 @@ def test_perf_is_reported_apart_from_correctness(capsys):
     r = gpucourse.check("vector_add", vector_add)
     assert r.passed, r.report()
     assert r.perf.startswith("speed (GPU, separate from correctness)") and "x a torch copy" in r.perf
+
+
+@pytest.mark.gpu
+def test_matmul_speed_is_held_to_its_dtypes_peak_without_a_false_alarm():
+    """measure_perf declares matmul's flops and the inputs' dtype to bench: a right kernel is not above the peak."""
+    matmul = right_submission("right_matmul.py", "matmul")
+
+    r = gpucourse.check("matmul", matmul, quiet=True)
+    assert r.passed, r.report()
+    assert "x the speed of the reference" in r.perf and "above this GPU's peak" not in r.perf

@@ -6,7 +6,7 @@ from .spec import Case, Exercise, Perf, Tolerance
 
 STATEMENT = """\
 Write `block_sum(x)` that returns the sum of the 1-D float32 CUDA tensor `x` (any length, 0 included: the sum of
-nothing is 0) as a float32 tensor with one element (shape `()` or `(1,)`), computed by a CUDA kernel you write and
+nothing is 0) as a 0-d float32 tensor (shape `()`, as `x.sum()` returns it), computed by a CUDA kernel you write and
 build with `gpucourse.cuda_build.build(name, kernels, binding, cpp, functions)`; `x.sum()` or `torch.sum` do not
 count. Keep your `__global__` kernels in the `kernels` string (no torch headers there) and the launch in `binding`.
 Call `build(...)` inside `block_sum` (it is cached, so only the first call compiles). In CPU mode `build` compiles

@@ -57,7 +57,7 @@ def judge(fn, params: dict, seed: int) -> list:
     if snippet not in answers:
         return [f"no answer for snippet {snippet!r}"]
     got = answers[snippet]
-    if got not in BUGS:
+    if not isinstance(got, str) or got not in BUGS:
         return [f"{got!r} is not one of {sorted(BUGS)}"]
     if got != _ANSWERS[snippet]:
         return [f"{got!r} is not the main bug of snippet {snippet}", f"hint: {_HINTS[snippet]}"]

@@ -28,6 +28,12 @@ class CheckerError(RuntimeError):
     """A bug in the checker or the exercise spec, never the learner's fault."""
 
 
+# What check, its CPU mode for CUDA exercises (cuda_check.py) and the batch grader say about a stub that still raises
+# NotImplementedError; each prefixes the function's name.
+NOT_IMPLEMENTED = ("raises NotImplementedError (not implemented yet): replace the `# YOUR CODE HERE` stub with your "
+                   "code")
+
+
 @dataclasses.dataclass
 class CaseResult:
     name: str
@@ -100,8 +106,17 @@ def make_case(ex, case, seed: int, index: int) -> tuple:
     return args, expected
 
 
+def _clone_value(value):
+    """A list/tuple argument (e.g. sum_many's list of tensors) with each tensor in it cloned."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(v.clone() if isinstance(v, torch.Tensor) else v for v in value)
+    return value
+
+
 def clone_args(args: list) -> list:
-    return [dict(a, buffer=a["buffer"].clone()) if "buffer" in a else dict(a) for a in args]
+    """Independent copies of ``args`` (a call that modifies its inputs in place cannot reach the copies)."""
+    return [dict(a, buffer=a["buffer"].clone()) if "buffer" in a else dict(a, value=_clone_value(a["value"]))
+            for a in args]
 
 
 def _value_to(value, dev):
@@ -167,7 +182,8 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
     if is_tensor_answer:
         meta = compare.check_meta(expected, out, device_type, outcome.get("out_device"))
         problems += meta
-        if isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(expected.shape):
+        if isinstance(out, torch.Tensor) and compare.dense_problem(out) is None and \
+                tuple(out.shape) == tuple(expected.shape):
             tol = ex.tolerance_for(expected.dtype)
             m = compare.compare_values(expected, out, tol.rtol, tol.atol_scale, hint_tf32=ex.tf32_possible)
             if not m.ok:
@@ -251,21 +267,27 @@ def measure_perf(ex, fn) -> dict | None:
     """Time ``fn`` against the spec's baseline on this GPU; None in CPU mode or without a target."""
     if ex.perf is None or not _device.on_gpu():
         return None
-    from ..timing import bench
+    from .. import timing
 
     gen = torch.Generator().manual_seed(new_seed())
-    args = [a.to("cuda") if isinstance(a, torch.Tensor) else _value_to(a, "cuda")
+    dev = _device.torch_device()
+    args = [a.to(dev) if isinstance(a, torch.Tensor) else _value_to(a, dev)
             for a in ex.make_inputs(ex.perf.params, gen)]
     nbytes = ex.perf.bytes(*args) if ex.perf.bytes else None
-    mine = bench(fn, *args, bytes=nbytes, name=ex.function)
+    nflops, dtype = None, None
+    if ex.perf.flops:  # declared flops are held to the tensor-core peak of the inputs' dtype (above it: suspicious)
+        nflops = ex.perf.flops(*args)
+        dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor)), None)
+        if dtype == torch.float32 and ex.tf32_possible:
+            dtype = "tf32"
+    mine = timing.bench(fn, *args, bytes=nbytes, flops=nflops, dtype=dtype, name=ex.function)
     if ex.perf.baseline == "copy":
-        src = torch.empty(max(1, int(nbytes or 0) // 2), dtype=torch.uint8, device="cuda")
-        dst = torch.empty_like(src)
-        base = bench(dst.copy_, src, bytes=2 * src.numel(), name="torch copy")
-        ratio = (mine.gbps or 0) / (base.gbps or float("inf"))
-        what = f"{mine.gbps:,.0f} GB/s = {ratio:.2f}x a torch copy of the same bytes ({base.gbps:,.0f} GB/s)"
+        # A torch copy that reads and writes nbytes in all, like the kernel (copy_gbps counts read + written).
+        base_gbps = timing.copy_gbps(max(1, int(nbytes or 0) // 2))
+        ratio = (mine.gbps or 0) / (base_gbps or float("inf"))
+        what = f"{mine.gbps:,.0f} GB/s = {ratio:.2f}x a torch copy of the same bytes ({base_gbps:,.0f} GB/s)"
     else:
-        base = bench(ex.reference, *args, bytes=nbytes, name="reference")
+        base = timing.bench(ex.reference, *args, bytes=nbytes, name="reference")
         ratio = base.median_ms / mine.median_ms
         what = f"{ratio:.2f}x the speed of the reference ({mine.median_ms:.3f} ms vs {base.median_ms:.3f} ms)"
     return {"ratio": ratio, "target": ex.perf.target, "met": ratio >= ex.perf.target,
@@ -288,8 +310,7 @@ def _in_notebook() -> bool:
 def _raised(ex, case, exc) -> tuple:
     """(status, message) when the learner's code raised on ``case``."""
     if is_not_implemented(exc):
-        return "not implemented", (f"{ex.function} raises NotImplementedError: replace the `# YOUR CODE HERE` stub "
-                                   f"with your code, then run this cell again.")
+        return "not implemented", f"{ex.function} {NOT_IMPLEMENTED}, then run this cell again."
     return "error", f"on case {case.name!r}:\n{learner_traceback(exc)}"
 
 

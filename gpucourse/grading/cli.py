@@ -20,7 +20,9 @@ judged exercises (a timer, a loop that must not synchronize, answers judged agai
 inside the submission's isolated worker process, and their problems are reported per case like any other exercise.
 flags mark what deserves a human look (calls to the reference torch op, suspicious source, speed above the device's
 physical limit, huge output, patches the worker had to undo before judging) without changing the status.
-exit status: 0 when every submission received a status; 2 for usage errors (unknown exercise, missing file).
+exit status: 0 when every submission received a status; 1 when the grader itself failed on a submission (that
+submission is reported as "INTERNAL GRADER ERROR (not the submission's fault)", flagged "internal grader error");
+2 for usage errors (unknown exercise, missing file).
 """
 
 

@@ -49,13 +49,29 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
+def dense_problem(t: torch.Tensor) -> str | None:
+    """Why tensor ``t`` has no plain values to compare (sparse or another layout, nested, on the meta device), or
+    None for an ordinary dense tensor."""
+    if t.layout != torch.strided:
+        return (f"returned a tensor with layout {str(t.layout).replace('torch.', '')}: return an ordinary dense "
+                f"tensor (layout torch.strided; .to_dense() converts a sparse one)")
+    if t.is_nested:
+        return "returned a nested tensor: return an ordinary dense tensor"
+    if t.is_meta:
+        return "returned a tensor on the meta device, which holds no values: compute them on the inputs' device"
+    return None
+
+
 def check_meta(expected: torch.Tensor, got, device_type: str | None = None, got_device: str | None = None) -> list:
-    """Problems with the type, shape, dtype or device of ``got``; empty when they are right."""
+    """Problems with the type, layout, shape, dtype or device of ``got``; empty when they are right."""
     if got is None:
         return ["returned None: return the output tensor (did you forget `return out`?)"]
     if not isinstance(got, torch.Tensor):
         return [f"returned a {type(got).__name__}, expected a torch.Tensor of shape {tuple(expected.shape)} "
                 f"and dtype {str(expected.dtype).replace('torch.', '')}"]
+    problem = dense_problem(got)
+    if problem is not None:
+        return [problem]
     problems = []
     if tuple(got.shape) != tuple(expected.shape):
         problems.append(f"wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}")

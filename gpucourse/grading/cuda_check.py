@@ -14,6 +14,7 @@ So the checker calls the function once on the first case's (CPU) inputs and read
 from __future__ import annotations
 
 from .. import cuda_build
+from .checker import NOT_IMPLEMENTED
 
 
 def cpu_check(ex, fn, first_args: list, learner_traceback) -> tuple:
@@ -31,8 +32,7 @@ def cpu_check(ex, fn, first_args: list, learner_traceback) -> tuple:
         return "needs gpu", (f"{ex.function}: the compile check was skipped ({exc}); running it needs a CUDA GPU, "
                              f"so nothing was checked in CPU mode.")
     except NotImplementedError:
-        return "not implemented", (f"{ex.function} raises NotImplementedError: replace the `# YOUR CODE HERE` stub "
-                                   f"with your code, then run this cell again.")
+        return "not implemented", f"{ex.function} {NOT_IMPLEMENTED}, then run this cell again."
     except Exception as exc:  # noqa: BLE001 - the learner's code raised
         return "error", f"{ex.function} raised before building its kernels:\n{learner_traceback(exc)}"
     return "failed", (f"{ex.function} returned without building a CUDA kernel with gpucourse.cuda_build.build: this "

@@ -9,11 +9,14 @@ Security model (submissions are careless at best and hostile at worst):
   random inputs pass.
 * Messages are read with ``torch.load(weights_only=True)`` and a size cap: a hostile worker can send wrong data but
   cannot run code in the grader.
-* Each submission runs in a fresh process in its own session (process group), in its own temporary directory and
-  Triton cache, with ``RLIMIT_CORE=0``, ``RLIMIT_FSIZE`` and (CPU mode only: CUDA reserves huge virtual ranges)
-  ``RLIMIT_AS``. Its stdout/stderr are drained into bounded buffers. On timeout, and always at the end, the whole
-  process group is killed. A crash, hang or CUDA fault therefore cannot reach the next submission; with several GPUs
-  each job gets its own through ``CUDA_VISIBLE_DEVICES``.
+* Each submission runs in a fresh process in its own session (process group), in its own temporary directory, with
+  ``RLIMIT_CORE=0``, ``RLIMIT_FSIZE`` and (CPU mode only: CUDA reserves huge virtual ranges) ``RLIMIT_AS``. Its
+  environment is an allow-list (``_worker_env``: paths, locale, CUDA's variables, the course's mode), so the grader's
+  other variables (tokens, credentials) never reach it, and HOME and every build cache (CUDA builds, torch
+  extensions, Triton, inductor) point into its temporary directory: a submission cannot plant a compiled module
+  that a later submission's build would load. Its stdout/stderr are drained into bounded buffers. On timeout, and
+  always at the end, the whole process group is killed. A crash, hang or CUDA fault therefore cannot reach the next
+  submission; with several GPUs each job gets its own through ``CUDA_VISIBLE_DEVICES``.
 * Outputs are poisoned and inputs surrounded by canaries (guards.py); every case runs twice where races are possible.
 * Judged exercises (``Exercise.judge``: a timer, a loop that must not synchronize, answers judged against fresh
   numbers) have no output to compare here: their judge must watch the call. It runs inside the same isolated worker,
@@ -27,16 +30,18 @@ Security model (submissions are careless at best and hostile at worst):
   makes the case an error. Printing fake results, exiting (``sys.exit`` is an error, ``os._exit`` a crash) and
   returning objects that lie about themselves do not pass.
 
-Known limitation, stated honestly: the submission shares the worker's process, so what the worker *reports about
-itself* — which kernels were launched, which torch ops were called, allocation overruns, GPU timings, and for judged
-exercises the judge's verdict itself — can be forged by code written to do so (for example by writing a forged
-message to the result pipe, by patching the launch counters, or, judged, by reaching the judge's frames, switching
-off torch's function hooks inside the call, or leaving code running beside the judge through an audit hook or a
-dispatcher kernel). For exercises compared here, correctness cannot be forged that way: a forged message still has
-to carry the right outputs. To make forging visible, the grader scans the source and *flags* (without changing the
-status) code that reaches for the grader's machinery (``gc.get_objects``, ``sys.modules``, ``gpucourse.grading``,
-``os._exit``, ``ctypes``, ``/proc``, file descriptors, frames, torch's dispatch hooks, interpreter hooks...), so a
-human looks at it.
+Known limitations, stated honestly: submissions run as the same OS user as the grader, so one can still read or
+write whatever that user can (the grader's files, another worker's temporary directory while it exists); full
+isolation needs a container or a separate, unprivileged user per submission. And the submission shares the worker's
+process, so what the worker *reports about itself* — which kernels were launched, which torch ops were called,
+allocation overruns, GPU timings, and for judged exercises the judge's verdict itself — can be forged by code written
+to do so (for example by writing a forged message to the result pipe, by patching the launch counters, or, judged,
+by reaching the judge's frames, switching off torch's function hooks inside the call, or leaving code running beside
+the judge through an audit hook or a dispatcher kernel). For exercises compared here, correctness cannot be forged
+that way: a forged message still has to carry the right outputs. To make forging visible, the grader scans the
+source and *flags* (without changing the status) code that reaches for the grader's machinery (``gc.get_objects``,
+``sys.modules``, ``gpucourse.grading``, ``os._exit``, ``ctypes``, ``/proc``, file descriptors, frames, torch's
+dispatch hooks, interpreter hooks...), so a human looks at it.
 
 Statuses: ``passed`` every correctness check passed; ``failed`` it ran but is wrong (wrong values, no required kernel
 launched, wrong shape/dtype, elements never written, out-of-bounds writes, nondeterminism, modified inputs; judged:
@@ -159,12 +164,26 @@ def _read_source(path: str) -> str:
         return ""
 
 
+# The grader's environment variables a worker gets (exact names, or prefixes ending in "_"); nothing else passes.
+# Builds need the compilers and CUDA (PATH, CUDA_HOME, CC, LIBRARY_PATH...); the caches are set per worker below.
+ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
+               "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_", "NVIDIA_", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+               "OMP_NUM_THREADS", "TRITON_")
+
+
 def _worker_env(gpu: str | None, tmp: str) -> dict:
-    env = dict(os.environ)
+    """The environment of the worker whose temporary directory is ``tmp``: the allow-listed variables only, and
+    HOME and every cache in ``tmp``, so nothing the grader keeps in its environment and no cache is shared."""
+    env = {k: v for k, v in os.environ.items()
+           if k in ENV_ALLOWED or any(p.endswith("_") and k.startswith(p) for p in ENV_ALLOWED)}
     pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
-               GPUCOURSE_MODE=_device.mode(), TRITON_CACHE_DIR=os.path.join(tmp, ".triton"),
+    pythonpath = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + pythonpath if pythonpath else "")
+    env.update(MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", GPUCOURSE_MODE=_device.mode(),
+               HOME=tmp, XDG_CACHE_HOME=os.path.join(tmp, ".cache"),
+               GPUCOURSE_CACHE=os.path.join(tmp, ".gpucourse"),
+               TORCH_EXTENSIONS_DIR=os.path.join(tmp, ".torch_extensions"),
+               TRITON_HOME=tmp, TRITON_CACHE_DIR=os.path.join(tmp, ".triton"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, ".inductor"))
     if _device.mode() == "cpu":
         env["TRITON_INTERPRET"] = "1"
@@ -191,18 +210,46 @@ def _unpack(value):
         return t, str(value.get("device", "?"))
     if "number" in value:
         return float(value["number"]), None
-    return _Opaque(str(value.get("type", "?"))), None
+    problem = str(value["problem"])[:300] if "problem" in value else None  # a tensor without plain values
+    return _Opaque(str(value.get("type", "?")), problem), None
 
 
 class _Opaque:
-    """Stands for a returned object that is neither a tensor nor a number (e.g. None, a list)."""
+    """Stands for a returned object that is neither a tensor nor a number (e.g. None, a list), or for a tensor that
+    has no plain values to send (``problem`` says why: sparse, meta...)."""
 
-    def __init__(self, type_name: str):
+    def __init__(self, type_name: str, problem: str | None = None):
         self.type_name = type_name
+        self.problem = problem
+
+
+def _counts(value) -> dict:
+    """Counts sent by the worker (launches, ops), as {str: int}; raises on anything else."""
+    return {str(k): int(v) for k, v in dict(value or {}).items()}
+
+
+def _outcome(msg: dict, n_args: int) -> dict:
+    """What the submission's call did, from a "result" message, in the form checker.evaluate reads. A message that
+    is not what the worker sends (fields missing or of the wrong type) raises protocol.Malformed: only a submission
+    that writes to the channel can produce one, so it is the submission's doing, not the grader's."""
+    try:
+        out, out_device = _unpack(msg["out"])
+        out2 = _unpack(msg["out2"])[0] if msg.get("out2") is not None else None
+        buffers = list(msg.get("buffers_after") or [])
+        if len(buffers) != n_args or any(b is not None and type(b) is not torch.Tensor for b in buffers):
+            raise protocol.Malformed("input buffers missing")
+        return {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers,
+                "triton_launches": _counts(msg.get("triton_launches")),
+                "cuda_launches": _counts(msg.get("cuda_launches")), "ops": _counts(msg.get("ops")),
+                "overruns": [str(s) for s in list(msg.get("overruns") or [])[:10]]}
+    except (KeyError, TypeError, ValueError, RuntimeError, OverflowError) as exc:
+        raise protocol.Malformed(f"unreadable result ({type(exc).__name__})") from None
 
 
 def _meta_problem(expected, out) -> list:
     if isinstance(out, _Opaque):
+        if out.problem is not None:
+            return [out.problem]
         if out.type_name == "NoneType":
             return ["returned None: return the output tensor (did you forget `return out`?)"]
         return [f"returned a {out.type_name}, expected a torch.Tensor"]
@@ -343,17 +390,10 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         if msg["type"] == "raised":
             _raised(ex, case, msg, result)
             return
-        out, out_device = _unpack(msg["out"])
-        out2 = _unpack(msg["out2"])[0] if msg.get("out2") is not None else None
-        buffers = msg.get("buffers_after") or []
-        if len(buffers) != len(args) or any(b is not None and type(b) is not torch.Tensor for b in buffers):
-            raise protocol.Malformed("input buffers missing")
-        outcome = {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers,
-                   "triton_launches": dict(msg.get("triton_launches") or {}),
-                   "cuda_launches": dict(msg.get("cuda_launches") or {}),
-                   "overruns": [str(s) for s in (msg.get("overruns") or [])][:10]}
-        for op, n in dict(msg.get("ops") or {}).items():
-            all_ops[str(op)] = all_ops.get(str(op), 0) + (n if isinstance(n, int) else 0)
+        outcome = _outcome(msg, len(args))
+        out = outcome["out"]
+        for op, n in outcome["ops"].items():
+            all_ops[op] = all_ops.get(op, 0) + n
         verdict = checker.evaluate(ex, case, args, expected, outcome, dev_type)
         problems = _meta_problem(expected, out) or verdict.problems
         passed = verdict.passed and not _meta_problem(expected, out)
@@ -378,6 +418,8 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
     if result.status == "passed" and ex.perf is not None and _device.on_gpu():
         protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
         perf = expect("perf").get("perf") or {}
+        if not isinstance(perf, dict):
+            raise protocol.Malformed("perf is not a dict")
         if "error" in perf:
             result.flags.append(f"speed could not be measured: {str(perf['error'])[:200]}")
         elif perf:
@@ -395,14 +437,14 @@ def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: t
     """The submission raised on ``case`` (or, judged, tampered with what the judge relies on): status error."""
     result.status, result.score = "error", 0.0
     last = (str(msg.get("traceback", "")).strip().splitlines() or [""])[-1][:200]
-    if msg.get("exc_type") == "Tampered" and ex.judge is not None:
+    if msg.get("tampered") is True and ex.judge is not None:  # the worker's isinstance(exc, judging.Tampered)
         what = f"tampered with the judge ({last.split(': ', 1)[-1]})"
         result.flags.append("tampered with the judge")
     elif msg.get("not_implemented"):
-        what = "raised NotImplementedError (not implemented yet)"
+        what = checker.NOT_IMPLEMENTED
     else:
         what = f"raised {last or str(msg.get('exc_type'))[:60]}"
-    result.message = f"{ex.function} {what} on case {case.name!r}"
+    result.message = f"{ex.function} {what} (case {case.name!r})"
     result.checks.append({"name": case.name, "passed": False, "detail": str(msg.get("traceback", ""))[-5000:]})
     _flag_patched(result, patched, threads)
 

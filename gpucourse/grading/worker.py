@@ -64,8 +64,14 @@ def _display(*objs, **_):  # notebooks call display(); outside IPython print is 
 
 
 def _plain(x, torch):
-    """A returned value as something the grader can read: plain CPU tensor, number, or a description."""
+    """A returned value as something the grader can read: plain CPU tensor, number, or a description. A tensor
+    without plain values (sparse, nested, meta) is described by what is wrong with it."""
     if isinstance(x, torch.Tensor):
+        from .compare import dense_problem
+
+        problem = dense_problem(x)
+        if problem is not None:
+            return {"other": problem, "type": "Tensor", "problem": problem}
         t = x.detach()
         if type(t) is not torch.Tensor:
             t = t.as_subclass(torch.Tensor)
@@ -161,21 +167,22 @@ def main(argv=None) -> int:
     while True:
         msg = recv(rfd)
         if msg.get("type") == "case":
-            try:
+            try:  # the reply is built in here too: reading what the submission returned runs its code
                 case_args = to_device(msg["args"], dev)
                 outcome = run_case(ex, fn, case_args)
+                fields = dict(out=plain(outcome["out"], torch),
+                              out2=plain(outcome["out2"], torch) if outcome["out2"] is not None else None,
+                              buffers_after=[b.detach().to("cpu", copy=True) if b is not None else None
+                                             for b in outcome["buffers_after"]],
+                              triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
+                              ops=outcome["ops"], overruns=outcome["overruns"])
             except BaseException as exc:  # noqa: BLE001
                 flush()
                 reply("raised", index=msg["index"], exc_type=type(exc).__name__,
                       not_implemented=isinstance(exc, NotImplementedError), traceback=learner_tb(exc)[-20000:])
                 continue
             flush()
-            reply("result", index=msg["index"], out=plain(outcome["out"], torch),
-                  out2=plain(outcome["out2"], torch) if outcome["out2"] is not None else None,
-                  buffers_after=[b.detach().to("cpu", copy=True) if b is not None else None
-                                 for b in outcome["buffers_after"]],
-                  triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
-                  ops=outcome["ops"], overruns=outcome["overruns"])
+            reply("result", index=msg["index"], **fields)
         elif msg.get("type") == "judge" and judge is not None:
             patched, threads = [], []
             try:
@@ -193,8 +200,8 @@ def main(argv=None) -> int:
             except BaseException as exc:  # noqa: BLE001
                 flush()
                 reply("raised", index=msg["index"], exc_type=type(exc).__name__,
-                      not_implemented=isinstance(exc, NotImplementedError), traceback=learner_tb(exc)[-20000:],
-                      patched=patched[:50], threads=threads[:10])
+                      not_implemented=isinstance(exc, NotImplementedError), tampered=isinstance(exc, Tampered),
+                      traceback=learner_tb(exc)[-20000:], patched=patched[:50], threads=threads[:10])
                 continue
             flush()
             reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10])
