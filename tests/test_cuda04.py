@@ -291,7 +291,11 @@ def test_cuda04_ladder_is_correct_on_gpu():
         want = x.double().sum()
         for step in reduction_kernels.STEPS:
             got = reduction_kernels.ladder_sum(x, step)
-            assert abs(float(got) - float(want)) <= 1e-5 * float(x.abs().sum()) + 1e-6, (n, step)
+            # Step 1 adds a million values one atomicAdd at a time into one float32: each addition rounds at the
+            # running sum's scale, so the error grows like sqrt(n) ulps of the sum (3.8 against 262,000 on the H100,
+            # over a 1e-5 bound of 3.3). The tree-shaped steps round at far smaller partial sums.
+            rtol = 1e-4 if step == 1 else 1e-5
+            assert abs(float(got) - float(want)) <= rtol * float(x.abs().sum()) + 1e-6, (n, step)
 
 
 @needs_nvcc
