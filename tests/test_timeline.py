@@ -50,10 +50,11 @@ def test_from_events_splits_lanes_and_keeps_top_level_host_events():
     assert timeline._color("Memcpy DtoH", "gpu") == "tab:orange"
 
 
-def test_only_calls_that_block_the_host_are_coloured_as_waits():
-    for name in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"):
+def test_only_calls_that_can_block_the_host_are_coloured_as_waits():
+    for name in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+                 "cudaMemcpyAsync"):  # a copy to or from pageable memory waits, whatever its name says
         assert timeline._color(name, "cpu") == "tab:red", name
-    for name in ("cudaMemcpyAsync", "cudaStreamWaitEvent", "cudaLaunchKernel", "aten::copy_"):
+    for name in ("cudaStreamWaitEvent", "cudaLaunchKernel", "aten::copy_", "cudaMalloc"):
         assert timeline._color(name, "cpu") == "tab:gray", name
 
 
