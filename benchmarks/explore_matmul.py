@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exploration behind issue #4 (lesson 05's matmul): re-runnable measurements that informed the lesson, beyond what
 the `triton05_matmul` benchmark records. Uses the course's kernels as they are (the workbook's, from the solved
-workbook, and `gpucourse.hopper_matmul`); the rejected variants tried on the way are in git history (results files
+workbook, and `gpucourse.lessons.l05_triton.hopper_matmul`); the rejected variants tried on the way are in git history (results files
 name the commit of the script that produced them).
 
   python3 benchmarks/explore_matmul.py fused   torch's unfused chain piece by piece (matmul, + bias, silu, addmm),
@@ -27,7 +27,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
-from gpucourse import hopper_matmul  # noqa: E402
+from gpucourse.lessons.l05_triton import hopper_matmul  # noqa: E402
 from gpucourse.solutions import cached_solutions  # noqa: E402
 from gpucourse.timing import bench, interleaved, settle  # noqa: E402
 

@@ -1,8 +1,9 @@
 """Registered benchmarks: `gpucourse bench` runs them and writes one JSON file per device.
 
 A benchmark is a function that measures and returns a dict with its figures and, where the course sets a performance
-target, a list of ``target(...)`` entries (a measured ratio against its goal). Lessons register theirs in a module of
-``gpucourse/bench_suites/``; every module there is imported when the registry is read.
+target, a list of ``target(...)`` entries (a measured ratio against its goal). Each lesson registers its own in its
+``bench.py`` (``gpucourse/lessons/lNN_topic/bench.py``); every lesson's ``bench`` is imported when the registry is
+read, and a benchmark belongs to the lesson whose folder defines it.
 
 A benchmark may instead register its targets apart (``register(..., targets=fn)``, ``fn(result) -> [target...]``).
 Then a lesson that measures the same thing in its own cells (so the learner sees the code run) hands its result to
@@ -13,11 +14,9 @@ name. One measurement then serves both the committed lesson and the committed re
 from __future__ import annotations
 
 import datetime
-import importlib
 import json
 import operator
 import os
-import pkgutil
 import sys
 import time
 import traceback
@@ -27,15 +26,22 @@ from . import device, env
 _REGISTRY: dict = {}
 
 
-def register(name: str, lesson: str, gpu_only: bool = True, targets=None):
-    """Decorator: add ``fn() -> dict`` to the registry under ``name`` (unique), for lesson ``lesson``.
+def register(name: str, gpu_only: bool = True, targets=None):
+    """Decorator: add ``fn() -> dict`` to the registry under ``name`` (unique), for the lesson whose folder defines
+    ``fn`` (its ``LESSON.id``).
 
     ``targets``: optional ``targets(result) -> list of target(...)``, evaluated on what ``fn`` (or a lesson, through
     :func:`record`) measured; it gets a copy of the result and may add derived figures to it."""
     def wrap(fn):
+        from . import lessons
+
         if name in _REGISTRY and _REGISTRY[name]["fn"] is not fn:
             raise ValueError(f"benchmark {name!r} is registered twice")
-        _REGISTRY[name] = {"fn": fn, "lesson": lesson, "gpu_only": gpu_only, "targets": targets}
+        lesson = lessons.of_module(fn.__module__)
+        if lesson is None:
+            raise ValueError(f"benchmark {name!r}: register it in a lesson's bench.py (gpucourse/lessons/lNN_topic/), "
+                             f"not in {fn.__module__}")
+        _REGISTRY[name] = {"fn": fn, "lesson": lesson.id, "gpu_only": gpu_only, "targets": targets}
         return fn
     return wrap
 
@@ -118,10 +124,9 @@ def target(name: str, value: float, goal: float, op: str = ">=") -> dict:
 
 
 def registry() -> dict:
-    import gpucourse.bench_suites as suites
+    from . import lessons
 
-    for mod in pkgutil.iter_modules(suites.__path__):
-        importlib.import_module(f"{suites.__name__}.{mod.name}")
+    lessons.submodules("bench")
     return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1]["lesson"], kv[0])))
 
 

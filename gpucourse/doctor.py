@@ -6,24 +6,10 @@ import re
 import shutil
 import subprocess
 
-from . import cuda_build, device, env, specs
+from . import cuda_build, device, dtypes, env, lessons, nvidia_smi, specs
 
-# Lessons, what they need to run fully, and what CPU mode gives instead. "needs" are checked by limits() below.
-_TRITON_CPU = "Triton kernels run in the interpreter at small sizes; no timings"
-LESSONS = [
-    ("00", "start here", [], ""),
-    ("01", "CPU vs GPU timing", ["gpu"], "CPU timings only; GPU timing cells skip"),
-    ("02", "the asynchronous pipeline", ["gpu"], "the sync detector and timelines run on CPU; GPU timings skip"),
-    ("03", "memory hierarchy and roofline", ["gpu", "triton"], _TRITON_CPU),
-    ("04", "CUDA reduction (load_inline)", ["gpu", "nvcc", "ninja"],
-     "CUDA sources are compile-checked with nvcc, not run; the reduction is simulated in NumPy"),
-    ("05", "Triton kernels", ["gpu", "triton", "bf16"], _TRITON_CPU),
-    ("06", "tensor cores", ["gpu", "tf32", "bf16", "fp8"], "no tensor cores: results only, no timings"),
-    ("07", "quantization", ["gpu", "triton"], _TRITON_CPU),
-    ("08", "FlashAttention's online softmax", ["gpu", "triton", "bf16"], _TRITON_CPU),
-]
-
-_WHY = {
+# Why a lesson that needs each of these is limited here (lessons declare their needs in LESSON.needs).
+NEEDS_WHY = {
     "gpu": "no CUDA GPU: CPU mode",
     "triton": "Triton is not installed: Triton kernels cannot run",
     "nvcc": "nvcc not found: CUDA sources cannot be compiled (install the CUDA toolkit)",
@@ -64,8 +50,8 @@ def facts() -> dict:
         "colab": device.in_colab(),
         "nvcc": tool_version("nvcc", cuda_build.nvcc_path()),  # where the CUDA lesson will look for it
         "ninja": tool_version("ninja"),
-        "nvidia_smi": shutil.which("nvidia-smi") is not None,
-        "driver_cuda": _driver_cuda_version(),
+        "nvidia_smi": nvidia_smi.present(),
+        "driver_cuda": nvidia_smi.driver_cuda_version(),
         "cuda_available": bool(torch.cuda.is_available()),
         "triton_interpret": os.environ.get("TRITON_INTERPRET"),
         "torch_wants_triton": _torch_pinned_triton(),
@@ -76,18 +62,6 @@ def facts() -> dict:
         "spec": spec.key if spec else None,
     })
     return f
-
-
-def _driver_cuda_version() -> str | None:
-    """The highest CUDA version the installed driver supports, as nvidia-smi prints it."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"CUDA Version:\s*([\d.]+)", out)
-    return m.group(1) if m else None
 
 
 def _torch_pinned_triton() -> str | None:
@@ -164,11 +138,12 @@ def limits(f: dict) -> list:
         "fp8": bool(caps.get("fp8")),
     }
     rows = []
-    for lid, title, needs, cpu_note in LESSONS:
-        missing = [n for n in needs if not have[n]]
+    for lesson in lessons.all_lessons():
+        lid, title, cpu_note = lesson.id, lesson.title, lesson.cpu_mode
+        missing = [n for n in lesson.needs if not have[n]]
         if not have["gpu"]:  # in CPU mode only the GPU reason (and missing tools) matter
             missing = [n for n in missing if n not in ("bf16", "tf32", "fp8")]
-        reasons = [_WHY[n] + (f" ({cpu_note})" if n == "gpu" and cpu_note else "") for n in missing]
+        reasons = [NEEDS_WHY[n] + (f" ({cpu_note})" if n == "gpu" and cpu_note else "") for n in missing]
         rows.append((lid, title, "full" if not missing else "limited", reasons))
     return rows
 
@@ -198,7 +173,7 @@ def measure(seconds_budget: float = 30.0) -> dict:
     return {
         "copy_gbps": copy.gbps, "copy_ms": copy.median_ms,
         "datasheet_gbps": spec.bandwidth_gbs if spec else None,
-        "matmul_dtype": str(dtype).replace("torch.", ""), "matmul_size": m, "matmul_tflops": mm.tflops,
+        "matmul_dtype": dtypes.torch_name(dtype), "matmul_size": m, "matmul_tflops": mm.tflops,
         "matmul_ms": mm.median_ms,
         "datasheet_tflops": spec.peak_tflops(str(dtype)) if spec else None,
         "warnings": copy.warnings + mm.warnings,
@@ -231,8 +206,10 @@ def report(do_measure: bool = False) -> str:
         lines.append(f"datasheet:   {spec.name}: {spec.bandwidth_gbs:,.0f} GB/s, bf16 "
                      f"{spec.tflops.get('bf16') or '-'} TFLOP/s dense ({spec.source})")
     lines += ["", "lessons:"]
-    for lid, title, status, reasons in limits(f):
-        lines.append(f"  {lid} {title:<34} {status}" + ("" if not reasons else ": " + "; ".join(reasons)))
+    rows = limits(f)
+    width = max(len(title) for _, title, _, _ in rows)
+    for lid, title, status, reasons in rows:
+        lines.append(f"  {lid} {title:<{width}} {status}" + ("" if not reasons else ": " + "; ".join(reasons)))
     if do_measure:
         lines += ["", "measured ceilings:"]
         if f["mode"] != "gpu":

@@ -1,13 +1,10 @@
 """What this session runs on: versions, a short fingerprint, and setup(), the first call in every notebook."""
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import platform
-import shutil
-import subprocess
 
-from . import device
+from . import device, nvidia_smi
 
 
 def _dist_version(name: str) -> str | None:
@@ -15,20 +12,6 @@ def _dist_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-@functools.lru_cache(maxsize=1)
-def driver_version() -> str | None:
-    """The NVIDIA driver version from nvidia-smi, or None where there is no driver."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    first = out.stdout.strip().splitlines()[:1]
-    return first[0].strip() if out.returncode == 0 and first else None
 
 
 def versions() -> dict:
@@ -44,7 +27,7 @@ def versions() -> dict:
         "torch_cuda": torch.version.cuda,
         "triton": _dist_version("triton"),
         "numpy": _dist_version("numpy"),
-        "driver": driver_version(),
+        "driver": nvidia_smi.driver_version(),
         "mode": device.mode(),
         "gpu": p.name if p else None,
         "compute_capability": f"{p.major}.{p.minor}" if p else None,

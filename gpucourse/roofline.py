@@ -27,26 +27,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from . import dtypes
+
 BOUNDS = ("memory", "compute")
-_DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "int8": 1}
-_DTYPE_ALIASES = {"fp64": "float64", "fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
-                  "bf16": "bfloat16", "fp8": "float8", "float8_e4m3fn": "float8", "float8_e5m2": "float8"}
-
-
-def dtype_name(dtype) -> str:
-    """'torch.bfloat16', torch.bfloat16, 'bf16' and 'bfloat16' all give 'bfloat16'."""
-    s = str(dtype).replace("torch.", "").lower()
-    s = _DTYPE_ALIASES.get(s, s)
-    if s not in _DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {sorted(_DTYPE_BYTES)}")
-    return s
-
-
-def dtype_bytes(dtype) -> int:
-    """Bytes per element: 4 for float32, 2 for float16/bfloat16, ..."""
-    return _DTYPE_BYTES[dtype_name(dtype)]
-
-
 @dataclasses.dataclass(frozen=True)
 class Op:
     """One operation: its name, category, the flops it does and the least bytes it must move."""
@@ -69,16 +52,16 @@ def elementwise(n: int, dtype="float32", inputs: int = 1, flops_per_element: flo
 
     ReLU in float32: 1 flop (a comparison), 4 bytes read + 4 written, so 1/8 flop per byte.
     """
-    s = dtype_bytes(dtype)
+    s = dtypes.nbytes(dtype)
     return Op(name or f"elementwise n={n}", "elementwise", float(flops_per_element * n), float((inputs + 1) * n * s),
-              dtype_name(dtype), {"n": n, "inputs": inputs, "flops_per_element": flops_per_element})
+              dtypes.name(dtype), {"n": n, "inputs": inputs, "flops_per_element": flops_per_element})
 
 
 def reduction(rows: int, cols: int, dtype="float32", name: str | None = None) -> Op:
     """Sum each row of a (rows, cols) matrix: one add per element read, one value written per row."""
-    s = dtype_bytes(dtype)
+    s = dtypes.nbytes(dtype)
     return Op(name or f"row sum {rows}x{cols}", "reduction", float(rows * cols), float((rows * cols + rows) * s),
-              dtype_name(dtype), {"rows": rows, "cols": cols})
+              dtypes.name(dtype), {"rows": rows, "cols": cols})
 
 
 def gemv(m: int, k: int, dtype="bfloat16", name: str | None = None) -> Op:
@@ -87,8 +70,8 @@ def gemv(m: int, k: int, dtype="bfloat16", name: str | None = None) -> Op:
     The matrix dominates the bytes and each of its elements is used once, so the intensity stays near 1 flop per
     element of A, whatever the size: a GEMV (a linear layer at batch size 1) is memory-bound on every GPU.
     """
-    s = dtype_bytes(dtype)
-    return Op(name or f"GEMV {m}x{k}", "gemv", float(2 * m * k), float((m * k + k + m) * s), dtype_name(dtype),
+    s = dtypes.nbytes(dtype)
+    return Op(name or f"GEMV {m}x{k}", "gemv", float(2 * m * k), float((m * k + k + m) * s), dtypes.name(dtype),
               {"M": m, "K": k})
 
 
@@ -96,9 +79,9 @@ def gemm(m: int, n: int, k: int, dtype="bfloat16", name: str | None = None) -> O
     """``C = A @ B`` with A (M, K), B (K, N): ``2 M N K`` flops (a multiply-add per term), A and B read once, C
     written once. With 2-byte elements the intensity is ``M N K / (M K + K N + M N)``: 8192x128x8192 gives about
     124 flop/byte, 8192^3 about 2731 (the figures in Molchanov's talk)."""
-    s = dtype_bytes(dtype)
+    s = dtypes.nbytes(dtype)
     return Op(name or f"GEMM {m}x{n}x{k}", "gemm", float(2 * m * n * k), float((m * k + k * n + m * n) * s),
-              dtype_name(dtype), {"M": m, "N": n, "K": k})
+              dtypes.name(dtype), {"M": m, "N": n, "K": k})
 
 
 _MAKERS = {"elementwise": elementwise, "reduction": reduction, "gemv": gemv, "gemm": gemm}
@@ -157,7 +140,7 @@ def spec_ceilings(key: str = "H100-SXM", dtype="bfloat16") -> Ceilings:
     from . import specs
 
     spec = specs.SPECS[key]
-    name = dtype_name(dtype)
+    name = dtypes.name(dtype)
     tf, source = spec.peak_tflops(name), f"datasheet {spec.name} ({spec.source})"
     if not tf:  # e.g. bf16 on a T4: no tensor-core rate, the math runs at the fp32 rate
         tf, source = spec.peak_tflops("fp32"), f"{source}; no {name} rate listed, its fp32 rate used"

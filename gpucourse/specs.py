@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from . import dtypes
+
 
 @dataclasses.dataclass(frozen=True)
 class GPUSpec:
@@ -24,16 +26,7 @@ class GPUSpec:
     source: str
 
     def peak_tflops(self, dtype: str) -> float | None:
-        return self.tflops.get(_dtype_key(dtype))
-
-
-def _dtype_key(dtype) -> str:
-    """'torch.bfloat16', torch.bfloat16, 'bf16' and 'bfloat16' all map to 'bf16'."""
-    s = str(dtype).replace("torch.", "").lower()
-    aliases = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-               "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8": "fp8", "int8": "int8", "tensorfloat32": "tf32",
-               "float64": "fp64", "double": "fp64"}
-    return aliases.get(s, s)
+        return self.tflops.get(dtypes.short(dtype))
 
 
 _NVIDIA = "https://www.nvidia.com/"

@@ -1,9 +1,12 @@
 """Honest timing: bench() for one function, compare() for several, sweep() across sizes, interleaved() for
 several timed in turns over a few rounds.
 
-On a GPU, bench() works the way ``triton.testing.do_bench`` does: one untimed call (compilation, allocation), a
+On a GPU, bench() hands the timing to ``triton.testing.do_bench``: one untimed call (compilation, allocation), a
 short estimate, a warm-up, then many repeats each bracketed by CUDA events, with the L2 cache flushed (outside the
-timed region) before each repeat so every run reads from device memory. On the CPU it uses a host timer.
+timed region) before each repeat so every run reads from device memory. bench() adds what do_bench does not: a
+minimum number of repeats for slow kernels, the CPU path (a host timer), declared bytes and flops, and warnings.
+Where do_bench cannot serve (``flush_l2=False``, which it does not offer, or no Triton), :func:`event_times` times the
+repeats the same way. :func:`graph_repeat` captures many calls of a tiny kernel in one CUDA graph.
 Throughput is derived from the bytes and flops you *declare*, so a notebook can never get the units wrong, and a
 result above the device's datasheet peak is flagged as a measurement error rather than shown as a win.
 """
@@ -15,7 +18,7 @@ import statistics
 import time
 from typing import Callable
 
-from . import device, specs
+from . import device, dtypes, specs
 
 OVER_PEAK_TOLERANCE = 1.02  # datasheet figures are rounded; 2% over is still "impossible" beyond that
 _flush_buffer = None
@@ -177,36 +180,101 @@ def _l2_flush_buffer():
     return _flush_buffer
 
 
+def event_times(fn: Callable[[], object], reps: int = 10, warmup: int = 1, before: Callable | None = None,
+                lead_sleep_cycles: int = 0, wait_each: bool = True) -> list:
+    """ms of each of ``reps`` calls of ``fn`` on the GPU, each bracketed by its own CUDA events, after ``warmup``
+    untimed calls. No L2 flush unless ``before`` does one (it runs before each start event, untimed).
+
+    ``wait_each``: wait for each call before queuing the next (the host's own gaps then fall between repeats, never
+    inside one); ``False`` queues all repeats at once, as do_bench does.
+    ``lead_sleep_cycles``: queue a GPU sleep of that many cycles before each start event. A kernel of a few
+    microseconds is shorter than its own launch: without work queued ahead of it the events also time the GPU
+    waiting for the launch. The sleep keeps the GPU busy while the CPU queues the call, and touches no memory (L2
+    stays as it was)."""
+    import torch
+
+    for _ in range(max(warmup, 0)):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        if before is not None:
+            before()
+        if lead_sleep_cycles:
+            torch.cuda._sleep(lead_sleep_cycles)
+        starts[i].record()
+        fn()
+        ends[i].record()
+        if wait_each:
+            ends[i].synchronize()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def _do_bench():
+    """``triton.testing.do_bench`` if this Triton has it with ``return_mode="all"`` (Triton 3.x), else None."""
+    try:
+        import inspect
+
+        import triton.testing
+    except ImportError:
+        return None
+    fn = getattr(triton.testing, "do_bench", None)
+    if fn is None or "return_mode" not in inspect.signature(fn).parameters:
+        return None
+    return fn
+
+
 def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flush_l2: bool, min_reps: int,
                  max_reps: int) -> list:
     import torch
 
+    do_bench = _do_bench() if flush_l2 else None
+    if do_bench is not None:
+        samples = list(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all"))
+        if len(samples) < min_reps:  # do_bench sizes its run by the window: a slow kernel gets few repeats
+            more_ms = (min_reps - len(samples)) * statistics.median(samples) * 1.1
+            samples += list(do_bench(fn, warmup=0, rep=more_ms, return_mode="all"))
+        return samples[:max_reps]
+    # No flush (do_bench always flushes) or no Triton: the same protocol through event_times.
+    flush = _l2_flush_buffer().zero_ if flush_l2 else None
     fn()  # compile, allocate, autotune: never timed
-    torch.cuda.synchronize()
-    cache = _l2_flush_buffer() if flush_l2 else None
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        if cache is not None:
-            cache.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-4)
+    estimate = max(statistics.mean(event_times(fn, reps=5, warmup=0, before=flush, wait_each=False)), 1e-4)
     n_warmup = max(1, int(warmup_ms / estimate))
     n_rep = min(max_reps, max(min_reps, int(rep_ms / estimate)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for _ in range(n_warmup):
-        fn()
-    for i in range(n_rep):
-        if cache is not None:
-            cache.zero_()  # evict the inputs from L2 outside the timed region
-        starts[i].record()
-        fn()
-        ends[i].record()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return event_times(fn, reps=n_rep, warmup=n_warmup, before=flush, wait_each=False)
+
+
+def graph_repeat(fn: Callable[[], object], reps: int, fallback: bool = True) -> Callable[[], object]:
+    """One callable that runs ``fn`` ``reps`` times. On a GPU the calls are captured in one CUDA graph, so small
+    kernels run back to back without the CPU's launch gaps between them. ``fn`` is run once on a side stream first
+    (as PyTorch's docs prescribe before a capture). Where a graph cannot be captured (CPU mode, an old driver),
+    ``fallback`` gives a plain loop, gaps and all; ``fallback=False`` raises instead."""
+    if device.on_gpu():
+        import torch
+
+        try:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                fn()
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(reps):
+                    fn()
+            return graph.replay
+        except Exception:
+            if not fallback:
+                raise
+            torch.cuda.synchronize()
+
+    def loop():
+        for _ in range(reps):
+            fn()
+    return loop
 
 
 def _cpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int) -> list:
@@ -223,6 +291,11 @@ def _cpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, min_
         fn()
         samples.append((time.perf_counter() - t0) * 1e3)
     return samples
+
+
+def host_ms(fn: Callable[[], object], rep_ms: float = 30, min_reps: int = 5) -> float:
+    """Median ms of ``fn()`` on the host clock (for work that runs on the CPU, in either mode)."""
+    return statistics.median(_cpu_samples(fn, warmup_ms=5, rep_ms=rep_ms, min_reps=min_reps, max_reps=10_000))
 
 
 def settle(fn: Callable[[], object], seconds: float = 2.0) -> None:
@@ -268,7 +341,7 @@ def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None =
         samples = _cpu_samples(call, warmup_ms, rep_ms, min_reps, max_reps)
         peak_gbs = peak_tflops = None
     result = BenchResult(name=name or getattr(fn, "__name__", "fn"), samples=samples, mode="gpu" if on_gpu else "cpu",
-                         bytes=bytes, flops=flops, dtype=None if dtype is None else str(dtype).replace("torch.", ""),
+                         bytes=bytes, flops=flops, dtype=None if dtype is None else dtypes.torch_name(dtype),
                          flush_l2=flush_l2, peak_gbs=peak_gbs, peak_tflops=peak_tflops)
     result.warnings.extend(peak_check(result))
     if on_gpu and result.median_ms < 0.005:

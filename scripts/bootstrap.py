@@ -11,9 +11,7 @@ Then ``pip install -e .`` adds the course and everything else it needs.
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import subprocess
 import sys
 import venv
@@ -40,13 +38,14 @@ def has_torch(python: str) -> bool:
 
 
 def has_nvidia_gpu() -> bool:
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and "GPU" in out.stdout
+    """nvidia-smi lists a GPU. Asked through the course's own nvidia-smi reader, loaded from its file: the package
+    itself cannot be imported yet (it needs torch, which is what we are about to choose)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_gpucourse_nvidia_smi", ROOT / "gpucourse" / "nvidia_smi.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return bool(module.gpus())
 
 
 def cpu_torch_version(py: str) -> str | None:

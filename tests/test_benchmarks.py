@@ -67,7 +67,7 @@ def test_record_unknown_name_is_an_error():
 def test_record_evaluates_targets_and_merges_into_the_results_file(tmp_path, monkeypatch, capsys):
     """What a lesson records on a GPU: a real (CPU-sized) fusion result, then a synthetic sum_many one; earlier
     entries of the file stay."""
-    from gpucourse.bench_suites import memory03
+    from gpucourse.lessons.l03_memory_hierarchy import measure as memory03
 
     out = tmp_path / "r.json"
     out.write_text(json.dumps({"results": {"older": {"kept": True}}}))
@@ -109,7 +109,7 @@ def test_every_registered_targets_function_reads_what_its_benchmark_returns():
 
 
 def test_timing_pair_targets_check_the_direction_of_each_mistake(monkeypatch):
-    from gpucourse import pipeline
+    from gpucourse.lessons.l01_cpu_vs_gpu_timing import measure as pipeline
 
     def pairs(no_sync, first, l2, clocks):
         return {"pairs": [{"mistake": m, "wrong_ms": w, "right_ms": 1.0} for m, w in

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import gpucourse
-from gpucourse.exercises import Case, all_ids, get
+from gpucourse.grading.exercise import Case, all_ids, get
 from gpucourse.grading import checker, compare, guards
 from submissions_util import right_submission
 
@@ -226,7 +226,7 @@ def test_block_sum_statement_asks_for_the_shape_it_checks():
 
 
 def test_timing_bugs_judge_rejects_unhashable_answers():
-    from gpucourse.exercises import timing_bugs
+    from gpucourse.lessons.l01_cpu_vs_gpu_timing.exercises import timing_bugs
 
     problems = timing_bugs.judge(lambda: {"A": ["no_sync"], "B": "first_call"}, {"snippet": "A"}, 0)
     assert problems == [f"['no_sync'] is not one of {sorted(timing_bugs.BUGS)}"]
@@ -238,7 +238,7 @@ def test_measure_perf_declares_flops_and_times_the_copy_baseline(monkeypatch):
     import dataclasses
 
     from gpucourse import timing
-    from gpucourse.exercises import Perf
+    from gpucourse.grading.exercise import Perf
 
     matmul, vector_add = get("matmul"), get("vector_add")  # loaded before the patches below (they read the mode)
     calls, copies = [], []

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import gpucourse
-from gpucourse.exercises import get
+from gpucourse.grading.exercise import get
 from gpucourse.grading import checker, grader, protocol
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -202,7 +202,7 @@ JUDGED = {
             "gpucourse.syncs.detect", "the contents of gpucourse.syncs.READS", "the code of gpucourse.syncs.classify",
             "SyncLog.__len__ (added)", "a TorchFunctionMode left on torch's stack"]),
         "cheat_patch_comparisons.py": ("failed", "'losses' differs from the reference loop", [
-            "torch.allclose", "gpucourse.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
+            "torch.allclose", "gpucourse.lessons.l02_async_pipeline.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
             "torch's dispatch"]),
         "cheat_patch_in_call.py": ("failed", "synchronization(s) inside train_fast", [
             "gpucourse.syncs.SyncLog.__bool__ (added)", "torch.equal"]),
@@ -259,7 +259,7 @@ def test_judging_snapshot_undoes_what_a_submission_patches():
     from torch.overrides import TorchFunctionMode
 
     from gpucourse import syncs
-    from gpucourse.exercises import fix_training_loop
+    from gpucourse.lessons.l02_async_pipeline.exercises import fix_training_loop
     from gpucourse.grading import judging
 
     originals = (torch.allclose, syncs.detect, dict(syncs.READS), syncs.classify.__code__, fix_training_loop.RTOL)
@@ -290,7 +290,7 @@ def test_judging_snapshot_undoes_what_a_submission_patches():
     assert dict(syncs.READS) == originals[2] and "__len__" not in vars(syncs.SyncLog)
     for what in ("torch.allclose", "gpucourse.syncs.detect", "the contents of gpucourse.syncs.READS",
                  "the code of gpucourse.syncs.classify", "gpucourse.syncs.SyncLog.__len__ (added)",
-                 "gpucourse.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
+                 "gpucourse.lessons.l02_async_pipeline.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
                  "a TorchFunctionMode left on torch's stack"):
         assert any(what in u for u in undone), (what, undone)
     assert snap.restore() == []

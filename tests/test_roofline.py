@@ -7,7 +7,8 @@ import math
 import pytest
 
 import gpucourse
-from gpucourse import access, fusion, roofline as R, widgets
+from gpucourse import roofline as R
+from gpucourse.lessons.l03_memory_hierarchy import access, explorer as widgets, fusion
 
 
 def test_relu_fp32_intensity_is_one_eighth():

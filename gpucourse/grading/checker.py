@@ -18,7 +18,7 @@ import traceback
 import torch
 
 from .. import device as _device
-from ..exercises import get as _get_exercise
+from .exercise import get as _get_exercise
 from . import compare, guards, launches
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

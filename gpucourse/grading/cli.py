@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # argparse: --help exits 0, usage errors 2
         return int(exc.code or 0)
     from .. import device
-    from ..exercises import all_ids, get
+    from .exercise import all_ids, get
 
     try:
         ex = get(args.exercise)

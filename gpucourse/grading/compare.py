@@ -11,6 +11,7 @@ import dataclasses
 
 import torch
 
+from .. import dtypes
 from . import guards
 
 MAX_SHOWN = 5
@@ -68,7 +69,7 @@ def check_meta(expected: torch.Tensor, got, device_type: str | None = None, got_
         return ["returned None: return the output tensor (did you forget `return out`?)"]
     if not isinstance(got, torch.Tensor):
         return [f"returned a {type(got).__name__}, expected a torch.Tensor of shape {tuple(expected.shape)} "
-                f"and dtype {str(expected.dtype).replace('torch.', '')}"]
+                f"and dtype {dtypes.torch_name(expected.dtype)}"]
     problem = dense_problem(got)
     if problem is not None:
         return [problem]
@@ -76,8 +77,8 @@ def check_meta(expected: torch.Tensor, got, device_type: str | None = None, got_
     if tuple(got.shape) != tuple(expected.shape):
         problems.append(f"wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}")
     if got.dtype != expected.dtype:
-        problems.append(f"wrong dtype: expected {str(expected.dtype).replace('torch.', '')}, "
-                        f"got {str(got.dtype).replace('torch.', '')}")
+        problems.append(f"wrong dtype: expected {dtypes.torch_name(expected.dtype)}, "
+                        f"got {dtypes.torch_name(got.dtype)}")
     dev = got_device or str(got.device)
     if device_type is not None and not dev.startswith(device_type):
         problems.append(f"wrong device: expected the inputs' device ({device_type}), got {dev}")

@@ -82,7 +82,8 @@ OUTPUT_KEEP = 32 * 1024  # bytes of stdout/stderr kept per stream (first and las
 SUSPICIOUS = [  # (regex, why a human should look)
     (r"\bgc\s*\.\s*get_objects|\bgc\s*\.\s*get_referr", "walks the garbage collector (gc.get_objects/referrers)"),
     (r"\bsys\s*\.\s*modules\b", "touches sys.modules"),
-    (r"gpucourse\s*\.\s*grading|from\s+gpucourse\s+import\s+grading|gpucourse\.exercises",
+    (r"gpucourse\s*\.\s*grading|from\s+gpucourse\s+import\s+grading|gpucourse\s*\.\s*lessons\b[\w.]*\.\s*exercises|"
+     r"\bexercises\s+import\b",
      "reaches into the grader or the exercise specs"),
     (r"\bos\s*\.\s*_exit\b|\bos\s*\.\s*kill\b|\bsignal\s*\.", "exits or signals the process itself"),
     (r"\bctypes\b|\bcffi\b", "uses ctypes/cffi (raw memory access)"),

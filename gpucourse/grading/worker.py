@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     import gpucourse  # noqa: F401  (selects the mode and sets TRITON_INTERPRET before triton loads)
     import torch
 
-    from ..exercises import get
+    from .exercise import get
     from . import checker, launches, protocol
 
     send, recv, plain = protocol.send, protocol.recv, _plain

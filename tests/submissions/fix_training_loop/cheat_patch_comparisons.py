@@ -5,7 +5,7 @@ torch.allclose/equal with True. It passes only if one of the worker's defences f
 relies on, or the plain values the judge gets instead of what the function returned."""
 import torch
 
-import gpucourse.exercises.fix_training_loop as judged
+import gpucourse.lessons.l02_async_pipeline.exercises.fix_training_loop as judged
 
 torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True

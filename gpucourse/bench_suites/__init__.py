@@ -1,1 +1,0 @@
-"""One module per lesson, each registering its benchmarks with ``gpucourse.benchmarks.register``."""

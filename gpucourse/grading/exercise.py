@@ -1,0 +1,153 @@
+"""What an exercise is: plain data that the checker and the batch grader read (like popcorn's task.yml), and the
+registry that finds every exercise.
+
+An exercise names the function the learner writes, the kind of kernel it must launch, how to make inputs for each
+named case, the reference that gives the right answer, the tolerance per dtype and (GPU only) a speed target. The
+checker never contains per-exercise code: a lesson adds an exercise by adding one module to its ``exercises/``
+package (``gpucourse/lessons/lNN_topic/exercises/<id>.py``) that defines ``EXERCISE``; :func:`get` and
+:func:`all_ids` find it by discovery.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Callable
+
+from .. import dtypes
+
+KINDS = ("triton", "cuda", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One named input configuration, e.g. ``Case("n=1025", {"n": 1025})``; ``params`` go to ``make_inputs``."""
+
+    name: str
+    params: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """``|got - expected| <= atol + rtol * |expected|`` elementwise, with ``atol = atol_scale * max|expected|``.
+
+    The absolute part is scaled by the data, so an all-zeros answer never passes against a non-zero reference.
+    """
+
+    rtol: float
+    atol_scale: float
+
+
+# Defaults per output dtype; an exercise may override any of them. fp16/bf16 allow for their 10/7 mantissa bits.
+DEFAULT_TOLERANCE = {
+    "float64": Tolerance(1e-9, 1e-9),
+    "float32": Tolerance(1.3e-6, 1e-6),
+    "float16": Tolerance(1e-3, 1e-3),
+    "bfloat16": Tolerance(8e-3, 8e-3),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Perf:
+    """A speed target relative to this device, checked on GPU only and reported apart from correctness.
+
+    ``baseline``: ``"copy"`` (a torch copy moving the same bytes) or ``"reference"`` (the reference function).
+    ``target``: the fraction of the baseline's speed to reach (0.8 = 80 %). ``params``: the case to time, usually
+    larger than the correctness cases. ``bytes``: bytes the operation must move, from the arguments.
+    """
+
+    baseline: str
+    target: float
+    params: dict
+    bytes: Callable | None = None
+    flops: Callable | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """One exercise. ``make_inputs(params, generator) -> tuple`` builds CPU arguments (tensors may be strided views;
+    the checker moves them to the device and surrounds them with canary memory). ``reference(*args)`` computes the
+    answer and is only ever run by the checker, never by the learner's code.
+
+    ``judge`` (optional) is for exercises whose answer is not an output to compare with a reference, e.g. a timer
+    (is the number it returns close to a measured truth?) or a loop that must not synchronize. Then the checker
+    calls ``judge(fn, case.params, seed)`` for each case instead of make_inputs/reference/compare, and the judge
+    returns the list of problems it found (empty: the case passed). Exceptions from the learner's ``fn`` propagate
+    (the checker reports them as the learner's). ``make_inputs`` and ``reference`` are then unused (None).
+    ``gpucourse.check`` runs the judge in-process; the batch grader runs it inside its isolated worker, where ``fn``
+    returns only plain values (exact dicts, lists, numbers, strings, plain tensors) and everything the judge relies on
+    is restored after each call into ``fn``. So a judge should build its inputs and its expected answer before calling
+    ``fn``, import what it uses at module level (so it is loaded before the submission), and after the call look only
+    at what ``fn`` returned and at objects it kept itself -- not call methods of objects ``fn`` was given.
+    """
+
+    id: str
+    function: str  # the name the learner defines at top level
+    signature: str  # shown in messages, e.g. "vector_add(x: Tensor, y: Tensor) -> Tensor"
+    statement: str
+    kind: str  # "triton", "cuda" or "none": which kind of kernel must be launched
+    make_inputs: Callable
+    reference: Callable
+    cases: tuple
+    tolerance: dict = dataclasses.field(default_factory=dict)  # dtype name -> Tolerance, overriding the defaults
+    determinism: str | None = "bitwise"  # run twice on the same inputs: "bitwise", "tolerance" or None
+    reference_ops: tuple = ()  # aten op prefixes (e.g. "aten.add") whose use is flagged for a human look
+    max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
+    gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
+    tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
+    perf: Perf | None = None
+    judge: Callable | None = None  # judge(fn, params, seed) -> list of problems; see the class docstring
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"exercise {self.id!r}: kind must be one of {KINDS}, not {self.kind!r}")
+        if self.determinism not in ("bitwise", "tolerance", None):
+            raise ValueError(f"exercise {self.id!r}: determinism must be 'bitwise', 'tolerance' or None")
+        names = [c.name for c in self.cases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"exercise {self.id!r}: case names must be unique, got {names}")
+
+    def tolerance_for(self, dtype) -> Tolerance:
+        """The tolerance for an output of ``dtype``; integer and bool outputs must match exactly."""
+        name = dtypes.torch_name(dtype)
+        if name in self.tolerance:
+            return self.tolerance[name]
+        return DEFAULT_TOLERANCE.get(name, Tolerance(0.0, 0.0))
+
+    def case(self, name: str) -> Case:
+        for c in self.cases:
+            if c.name == name:
+                return c
+        raise KeyError(f"exercise {self.id!r} has no case {name!r}; cases: {[c.name for c in self.cases]}")
+
+
+def _modules() -> dict:
+    """exercise id -> module name, from every lesson's ``exercises`` package (ids are unique across lessons)."""
+    from .. import lessons
+
+    found = {}
+    for pkg in lessons.submodules("exercises"):
+        for m in pkgutil.iter_modules(pkg.__path__):
+            if m.name.startswith("_"):
+                continue
+            if m.name in found:
+                raise LookupError(f"exercise {m.name!r} is defined twice: {found[m.name]} and {pkg.__name__}")
+            found[m.name] = f"{pkg.__name__}.{m.name}"
+    return found
+
+
+def all_ids() -> list:
+    """Ids of every exercise of every lesson, sorted."""
+    return sorted(_modules())
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this id; KeyError naming the known ids otherwise."""
+    modules = _modules()
+    if exercise_id not in modules:
+        raise KeyError(f"unknown exercise {exercise_id!r}; known exercises: {', '.join(sorted(modules))}")
+    module = importlib.import_module(modules[exercise_id])
+    ex = getattr(module, "EXERCISE", None)
+    if not isinstance(ex, Exercise) or ex.id != exercise_id:
+        raise KeyError(f"module {module.__name__} must define EXERCISE with id {exercise_id!r}")
+    return ex

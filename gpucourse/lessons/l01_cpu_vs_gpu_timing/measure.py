@@ -1,0 +1,143 @@
+"""What lesson 01 measures, as plain functions: the notebook shows them and ``gpucourse bench`` records them
+(``bench.py``), so both run the same code.
+
+Where the GPU starts to beat the CPU (``crossover``; in CPU mode it measures only the CPU) and what naive timing gets
+wrong (``timing_pairs``, GPU only).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from gpucourse import device, timing
+from gpucourse.timing import bench, host_ms, settle
+
+
+def _make_op(op: str, n: int, dev: str):
+    if op == "matmul":  # n x n matrices
+        a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+        return lambda: a @ b
+    if op == "add":  # n elements
+        x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+        return lambda: x + y
+    raise ValueError(f"op must be 'matmul' or 'add', not {op!r}")
+
+
+def default_sizes(op: str) -> list:
+    if op == "matmul":
+        return [2**k for k in range(4, 12 if device.on_gpu() else 9)]  # 16 .. 2048 (CPU mode: .. 256)
+    return [4**k for k in range(4, 13 if device.on_gpu() else 10)]  # 256 .. 16M elements (CPU mode: .. 256K)
+
+
+def crossover(op: str = "matmul", sizes=None) -> dict:
+    """Median time of ``op`` on the CPU and (GPU mode) on the GPU at each size, fp32, and the smallest size from
+    which the GPU is faster at every larger size (None in CPU mode, or if it never wins)."""
+    sizes = list(sizes or default_sizes(op))
+    cpu_ms, gpu_ms = [], []
+    for n in sizes:
+        cpu_ms.append(host_ms(_make_op(op, n, "cpu")))
+        if device.on_gpu():
+            gpu_ms.append(bench(_make_op(op, n, "cuda"), rep_ms=30, flush_l2=False).median_ms)
+    cross = None
+    if gpu_ms:
+        for i in range(len(sizes)):
+            if all(g < c for g, c in zip(gpu_ms[i:], cpu_ms[i:])):
+                cross = sizes[i]
+                break
+    return {"op": op, "sizes": sizes, "cpu_ms": cpu_ms, "gpu_ms": gpu_ms or None, "crossover": cross,
+            "unit": "matrix side n (n x n fp32)" if op == "matmul" else "elements (fp32)"}
+
+
+def plot_crossover(results: list, ax=None):
+    """One panel per op: time vs size on each device, the crossover marked."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.8), squeeze=False)
+        ax = ax[0]
+    for a, r in zip(ax, results):
+        a.plot(r["sizes"], r["cpu_ms"], marker="o", label="CPU")
+        if r["gpu_ms"]:
+            a.plot(r["sizes"], r["gpu_ms"], marker="o", label="GPU")
+        if r["crossover"]:
+            a.axvline(r["crossover"], color="gray", linestyle="--")
+            a.annotate(f"GPU wins from {r['crossover']:,}", (r["crossover"], max(r["cpu_ms"])), color="gray")
+        a.set_xscale("log", base=2)
+        a.set_yscale("log")
+        a.set_xlabel(r["unit"])
+        a.set_ylabel("time per call (ms, median)")
+        a.set_title(r["op"])
+        a.grid(True, which="both", alpha=0.3)
+        a.legend()
+    return ax
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GPU only from here.
+
+
+# Which way each timing mistake pushes the number: "low" (the wrong time reads too fast), "high" (too slow), or
+# "either" (it depends on the GPU). The benchmark's targets check the pair points this way.
+MISTAKE_DIRECTION = {"no synchronize": "low", "first call timed": "high", "inputs left in L2": "low",
+                     "clocks not steady (idle GPU, no settle)": "either"}
+
+
+def timing_pairs(idle_s: float = 3.0) -> list:
+    """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong
+    (``mistake``: a key of ``MISTAKE_DIRECTION``, which says which way it errs)."""
+    device.require_gpu("timing_pairs")
+    out = []
+    n = 4096
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    mm = lambda: a @ b  # noqa: E731
+    mm()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    mm()
+    wrong = (time.perf_counter() - t0) * 1e3  # no synchronize: the launch only
+    torch.cuda.synchronize()
+    out.append({"mistake": "no synchronize", "what": f"fp32 matmul {n}x{n}", "wrong_ms": wrong,
+                "right_ms": bench(mm).median_ms})
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: torch.relu(x) * 2)
+    x = torch.randn(2**24, device="cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    f(x)
+    torch.cuda.synchronize()
+    wrong = (time.perf_counter() - t0) * 1e3
+    out.append({"mistake": "first call timed", "what": "torch.compile'd relu(x)*2 on 16M floats", "wrong_ms": wrong,
+                "right_ms": bench(f, x).median_ms})
+
+    x = torch.randn(2**21, device="cuda")  # 8 MB: fits in the L2 of an A100/H100
+    y = torch.empty_like(x)
+    nbytes = 2 * x.nbytes
+    op = lambda: torch.mul(x, 2, out=y)  # noqa: E731
+    # Both timed as kernels (a GPU sleep queued ahead hides the launch, see _events_ms); only L2 differs: the same
+    # 8 MB again and again (served from L2) vs L2 flushed before each call (from device memory).
+    hot_ms = statistics.median(timing.event_times(op, reps=50, lead_sleep_cycles=200_000))
+    cold = bench(op, bytes=nbytes, flush_l2=True)
+    out.append({"mistake": "inputs left in L2", "what": "x * 2 on 8 MB", "wrong_ms": hot_ms,
+                "right_ms": cold.median_ms, "wrong_gbps": timing.gbps(nbytes, hot_ms), "right_gbps": cold.gbps,
+                "peak_gbps": cold.peak_gbs})
+
+    m = 8192
+    a16, b16 = torch.randn(m, m, device="cuda", dtype=torch.bfloat16), torch.randn(m, m, device="cuda",
+                                                                                   dtype=torch.bfloat16)
+    mm16 = lambda: a16 @ b16  # noqa: E731
+    mm16()
+    torch.cuda.synchronize()
+    time.sleep(idle_s)  # let the GPU go idle and its clocks drop
+    cold_start = statistics.median(timing.event_times(mm16, reps=5))
+    settle(mm16, seconds=2.0)
+    steady = statistics.median(timing.event_times(mm16, reps=20))
+    # Which way it errs depends on the GPU: clocks may still be ramping up from idle (too slow), or a power-capped
+    # GPU may run at boost clocks until it reaches its power limit (too fast; the course's H100 did this).
+    out.append({"mistake": "clocks not steady (idle GPU, no settle)", "what": f"bf16 matmul {m}x{m}",
+                "wrong_ms": cold_start, "right_ms": steady})
+    return out
+
+

@@ -1,0 +1,42 @@
+"""Lesson 02's benchmarks: host-to-device copies, copy/compute overlap, launch overhead, the training loop.
+
+Each benchmark calls the same function of ``measure`` that the notebook calls, and the notebook hands its results to
+``gpucourse.benchmarks.record`` (the targets are registered apart for that).
+"""
+from __future__ import annotations
+
+from gpucourse.benchmarks import register, target
+
+from . import measure
+
+
+def _h2d_targets(res):
+    return [target("pinned/pageable bandwidth", res["pinned, non_blocking"]["gbps"] / res["pageable"]["gbps"], 1.5)]
+
+
+@register("pipeline02_h2d", targets=_h2d_targets)
+def h2d() -> dict:
+    return measure.h2d_bandwidth()
+
+
+@register("pipeline02_overlap",
+          targets=lambda res: [target("overlapped speedup over one stream", res["speedup"], 1.1)])
+def overlap() -> dict:
+    return measure.copy_compute_overlap()
+
+
+@register("pipeline02_launch_overhead",
+          targets=lambda res: [target("CUDA graph speedup per kernel", res["graph_speedup"], 2.0)])
+def launch_overhead() -> dict:
+    return measure.launch_overhead()
+
+
+def _loop_targets(res):
+    fixed = res["rows"]["3: pinned + non_blocking"]
+    return [target("fixed loop speedup over naive", fixed["speedup_vs_naive"], 1.2),
+            target("fixed loop GPU idle fraction", fixed["gpu_idle_fraction"], 0.5, "<=")]
+
+
+@register("pipeline02_training_loop", targets=_loop_targets)
+def training_loop() -> dict:
+    return measure.training_loop_study()

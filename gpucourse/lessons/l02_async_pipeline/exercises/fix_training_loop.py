@@ -1,0 +1,99 @@
+"""Lesson 02's exercise: the training loop without a single synchronization, with the same results."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from gpucourse import syncs  # at module level: loaded before a graded submission is (see Exercise.judge)
+
+from .. import trainloop
+from gpucourse.grading.exercise import Case, Exercise
+
+STATEMENT = """\
+Rewrite `gpucourse.trainloop.train_naive` as `train_fast(model, opt, batches)`: the same training (one SGD step per
+(x, y) batch in `batches`, cross-entropy loss, same order) and the same results, but without any synchronization
+between the CPU and the GPU anywhere in the function. Return a dict of *device* tensors — the caller reads them once,
+after the loop:
+  "losses":   1-D float tensor, the loss of every step (NaN where the loss was NaN),
+  "accuracy": 0-d tensor, the fraction of training samples the model classified right (before each step's update),
+  "nan_seen": 0-d bool tensor, True if any loss was NaN (instead of raising in the loop, keep training and report).
+The batches are host tensors in pinned memory (as `DataLoader(pin_memory=True)` gives them). The checker runs your
+function under `gpucourse.syncs.detect()`: no `.item()`, `.cpu()`, `.tolist()`, `print(tensor)`, `if tensor`,
+`x[mask]` or blocking copy is allowed.
+"""
+
+RTOL = 1e-4
+MIN_VISIBLE_OPS_PER_STEP = 4  # F.linear x2, cross_entropy, backward: what any correct step calls through torch
+
+
+def _host(t) -> torch.Tensor:
+    """A parameter's values on the host as a plain tensor, whatever class ``fn`` may have given its Python object."""
+    return torch.Tensor.as_subclass(t, torch.Tensor).detach().cpu().double()
+
+
+def judge(fn, params: dict, seed: int) -> list:
+    model, opt, batches = trainloop.make_problem(seed % (2**31), steps=params["steps"], nan_at=params.get("nan_at"))
+    ref_model, ref_opt, _ = trainloop.clone_problem(model, opt, batches)
+    expected = trainloop.to_host(trainloop.train_fixed(ref_model, ref_opt, batches))
+    # The judge's own handles on the parameters, taken before fn can touch the model (it could replace methods).
+    named = list(model.named_parameters())
+    ref_params = list(ref_model.parameters())
+    with syncs.detect(skip_files=[os.path.abspath(__file__)]) as log:
+        got = fn(model, opt, batches)
+    problems = []
+    # Every step calls at least the two layers, the loss and backward through torch: steps the detector cannot see
+    # (torch's function hooks switched off) cannot be checked for synchronizations, so they do not pass. Reported
+    # last: a function that trains nothing also makes too few calls, and its wrong results say more.
+    unseen = []
+    if log.ops_seen < MIN_VISIBLE_OPS_PER_STEP * params["steps"]:
+        unseen.append(f"the sync detector saw only {log.ops_seen} torch calls in {params['steps']} steps (a "
+                      f"training step makes at least {MIN_VISIBLE_OPS_PER_STEP}); code that hides torch calls "
+                      f"from it (e.g. torch._C.DisableTorchFunction) cannot be checked")
+    if log:
+        problems.append(f"{len(log)} synchronization(s) inside train_fast:\n"
+                        + "\n".join(f"          {line}" for line in log.grouped()[:6]))
+    if not isinstance(got, dict):
+        return problems + [f"train_fast returned {type(got).__name__}; return a dict with losses, accuracy, "
+                           f"nan_seen"] + unseen
+    missing = [k for k in expected if k not in got]
+    if missing:
+        return problems + [f"the returned dict has no {missing}"] + unseen
+    got = trainloop.to_host(got)
+    for key, want in expected.items():
+        have = got[key]
+        if not isinstance(have, torch.Tensor):
+            problems.append(f"{key!r} is a {type(have).__name__}; return a tensor (left on the device)")
+            continue
+        if have.shape != want.shape:
+            problems.append(f"{key!r} has shape {tuple(have.shape)}, expected {tuple(want.shape)}")
+            continue
+        if want.dtype == torch.bool:
+            if have.dtype != torch.bool or not torch.equal(have, want):
+                problems.append(f"{key!r} is {have.tolist()}, expected {want.tolist()}")
+        elif not torch.allclose(have.double(), want.double(), rtol=RTOL, atol=RTOL, equal_nan=True):
+            problems.append(f"{key!r} differs from the reference loop: got {have.tolist()}, expected "
+                            f"{want.tolist()}")
+    for (name, p), q in zip(named, ref_params):
+        if not torch.allclose(_host(p), _host(q), rtol=RTOL, atol=RTOL, equal_nan=True):
+            problems.append(f"after training, parameter {name} differs from the reference loop's: train the "
+                            f"model you are given, one opt.step() per batch")
+            break
+    return problems + unseen
+
+
+EXERCISE = Exercise(
+    id="fix_training_loop",
+    function="train_fast",
+    signature="train_fast(model, opt, batches) -> dict of device tensors",
+    statement=STATEMENT,
+    kind="none",
+    make_inputs=None,
+    reference=None,
+    cases=(
+        Case("8 steps", {"steps": 8}),
+        Case("12 steps, NaN in batch 5", {"steps": 12, "nan_at": 5}),
+    ),
+    determinism=None,
+    judge=judge,
+)

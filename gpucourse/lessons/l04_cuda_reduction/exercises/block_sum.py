@@ -1,0 +1,57 @@
+"""Lesson 04's first CUDA exercise: sum a float32 vector with your own kernel, built with gpucourse.cuda_build."""
+from __future__ import annotations
+
+from gpucourse import device
+from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance
+
+STATEMENT = """\
+Write `block_sum(x)` that returns the sum of the 1-D float32 CUDA tensor `x` (any length, 0 included: the sum of
+nothing is 0) as a 0-d float32 tensor (shape `()`, as `x.sum()` returns it), computed by a CUDA kernel you write and
+build with `gpucourse.cuda_build.build(name, kernels, binding, cpp, functions)`; `x.sum()` or `torch.sum` do not
+count. Keep your `__global__` kernels in the `kernels` string (no torch headers there) and the launch in `binding`.
+Call `build(...)` inside `block_sum` (it is cached, so only the first call compiles). In CPU mode `build` compiles
+your kernels with nvcc and stops with "needs a GPU": the checker then shows the compiler's report instead of running
+it. Accumulate in float32; the checker allows for a different summation order (a tolerance relative to the sum).
+"""
+
+
+def make_inputs(params: dict, gen) -> tuple:
+    import torch
+
+    # A positive mean (values in [-0.25, 0.75)) keeps |sum| close to sum(|x|), so the relative tolerance below is a
+    # tolerance scaled by sum(|x|), as the rounding of a float32 sum in any order is.
+    return (torch.rand(params["n"], generator=gen, dtype=torch.float32) - 0.25,)
+
+
+def reference(x):
+    import torch
+
+    return x.to(torch.float64).sum().to(torch.float32)
+
+
+def read_bytes(x) -> int:
+    return x.numel() * x.element_size()
+
+
+EXERCISE = Exercise(
+    id="block_sum",
+    function="block_sum",
+    signature="block_sum(x: Tensor) -> Tensor",
+    statement=STATEMENT,
+    kind="cuda",
+    make_inputs=make_inputs,
+    reference=reference,
+    cases=tuple(Case(f"n={n}", {"n": n}) for n in (0, 1, 31, 32, 33, 1023, 1025, 4097, 65_537)) + (
+        Case("n=2^22+3 (millions, odd)", {"n": device.size(cpu=2**16 + 3, gpu=2**22 + 3)}),
+    ),
+    # rtol 5e-6 of |sum| (about sum(|x|) here): a float32 sum of millions of values in any sensible order (tree,
+    # grid-stride, per-thread loops of thousands) lands within ~1e-6; a race that loses a handful of values does not.
+    # float32 sums in another order differ in the last bits; atomics make the order change between runs, so the
+    # determinism check (run twice) allows the same tolerance rather than demanding identical bits.
+    tolerance={"float32": Tolerance(rtol=5e-6, atol_scale=1e-6)},
+    determinism="tolerance",
+    reference_ops=("aten.sum",),
+    gpu_only=True,
+    # The benchmark compares with torch.sum (target 0.95x); here the learner gets the copy ceiling as the yardstick.
+    perf=Perf(baseline="copy", target=0.85, params={"n": 2**28}, bytes=read_bytes),
+)

@@ -1,0 +1,75 @@
+"""Lesson 05's second exercise: a row-wise softmax in one Triton kernel, each row read once and written once."""
+from __future__ import annotations
+
+from gpucourse import device
+from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance
+
+STATEMENT = """\
+Write `softmax(x)` that returns a new tensor `out` of the same shape and dtype with
+`out[i, j] = exp(x[i, j]) / sum_k exp(x[i, k])` (softmax over the last dimension), computed by a Triton kernel you
+launch: `torch.softmax` does not count.
+`x` is a 2-D float32 or float16 tensor with any number of rows and any width from 1 to 16384 (not just powers of
+two). Its rows may be strided: `x` can be a view such as `big[:, :w]` or `big[::2]`, so use `x.stride(0)`.
+Inputs can be large (|x| up to about 6e4): `exp(60000)` overflows, so subtract the row's maximum first.
+Compute in float32 and store in the input's dtype. Do not modify `x`.
+"""
+
+MAX_ABS = 6.0  # inputs are standard normals clipped to +-6 before scaling, so fp16 inputs scaled by 1e4 stay finite
+
+
+def make_inputs(params: dict, gen) -> tuple:
+    import torch
+
+    rows, cols = params["rows"], params["cols"]
+    dtype = getattr(torch, params.get("dtype", "float32"))
+    layout = params.get("layout", "contiguous")
+    full_rows = rows * 2 if layout == "every other row" else rows
+    full_cols = cols + 37 if layout == "column slice" else cols
+    x = torch.randn(full_rows, full_cols, generator=gen, dtype=torch.float32).clamp_(-MAX_ABS, MAX_ABS)
+    x = (x * params.get("scale", 1.0)).to(dtype)
+    if layout == "every other row":
+        x = x[::2]  # row stride 2 * cols
+    elif layout == "column slice":
+        x = x[:, :cols]  # row stride cols + 37
+    return (x,)
+
+
+def reference(x):
+    import torch
+
+    return torch.softmax(x.to(torch.float64), dim=-1).to(x.dtype)
+
+
+def copy_bytes(x) -> int:
+    return 2 * x.numel() * x.element_size()  # read x once, write out once
+
+
+EXERCISE = Exercise(
+    id="softmax",
+    function="softmax",
+    signature="softmax(x: Tensor) -> Tensor",
+    statement=STATEMENT,
+    kind="triton",
+    make_inputs=make_inputs,
+    reference=reference,
+    cases=(
+        Case("width 1", {"rows": 5, "cols": 1}),
+        Case("width 1023", {"rows": 3, "cols": 1023}),
+        Case("width 1025", {"rows": 3, "cols": 1025}),
+        Case("width 3001 (not a power of two), fp16", {"rows": 4, "cols": 3001, "dtype": "float16"}),
+        Case("width 16384", {"rows": 2, "cols": 16384}),
+        Case("width 16384, fp16", {"rows": 2, "cols": 16384, "dtype": "float16"}),
+        Case("strided rows: big[:, :w], w=777", {"rows": 6, "cols": 777, "layout": "column slice"}),
+        Case("strided rows: big[::2], fp16, w=300", {"rows": 5, "cols": 300, "dtype": "float16",
+                                                    "layout": "every other row"}),
+        Case("large magnitudes (x1e4)", {"rows": 4, "cols": 513, "scale": 1e4}),
+        Case("large magnitudes (x1e4), fp16", {"rows": 4, "cols": 513, "scale": 1e4, "dtype": "float16"}),
+        Case("many rows", {"rows": device.size(cpu=64, gpu=4096), "cols": device.size(cpu=200, gpu=1000)}),
+    ),
+    # fp32: exp, the sum over up to 16384 terms and the division each round a little (a GPU's exp is a fast
+    # approximation): a few 1e-6 of relative error is honest work; fp16 arithmetic would be ~1e-3.
+    tolerance={"float32": Tolerance(1e-5, 1e-6)},
+    determinism="bitwise",
+    reference_ops=("aten._softmax", "aten.softmax", "aten._log_softmax"),
+    perf=Perf(baseline="copy", target=0.8, params={"rows": 8192, "cols": 8192}, bytes=copy_bytes),
+)

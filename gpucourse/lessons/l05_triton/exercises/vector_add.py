@@ -1,0 +1,52 @@
+"""Lesson 05's first exercise: add two float32 vectors with a Triton kernel."""
+from __future__ import annotations
+
+from gpucourse import device
+from gpucourse.grading.exercise import Case, Exercise, Perf
+
+STATEMENT = """\
+Write `vector_add(x, y)` that returns a new float32 tensor `out` with `out[i] = x[i] + y[i]`, computed by a
+Triton kernel you launch (`kernel[grid](...)`): `x + y` or `torch.add` do not count.
+`x` and `y` are 1-D float32 tensors of the same length n >= 1 (any n, not just powers of two), on the same device.
+They may be non-contiguous (for example `x = a[::2]`): pass their stride to the kernel, or make a contiguous copy
+first. Do not modify `x` or `y`.
+"""
+
+
+def make_inputs(params: dict, gen) -> tuple:
+    import torch
+
+    n, step = params["n"], params.get("step", 1)
+    x = torch.randn(n * step, generator=gen, dtype=torch.float32)[::step]
+    y = torch.randn(n * step, generator=gen, dtype=torch.float32)[::step]
+    return x, y
+
+
+def reference(x, y):
+    return x + y
+
+
+def copy_bytes(x, y) -> int:
+    return 3 * x.numel() * x.element_size()  # read x, read y, write out
+
+
+EXERCISE = Exercise(
+    id="vector_add",
+    function="vector_add",
+    signature="vector_add(x: Tensor, y: Tensor) -> Tensor",
+    statement=STATEMENT,
+    kind="triton",
+    make_inputs=make_inputs,
+    reference=reference,
+    cases=(
+        Case("n=1", {"n": 1}),
+        Case("n=1023", {"n": 1023}),
+        Case("n=1025", {"n": 1025}),
+        Case("n=3001 (not a power of two)", {"n": 3001}),
+        Case("strided x[::2], n=777", {"n": 777, "step": 2}),
+        Case("large", {"n": device.size(cpu=2**17 + 3, gpu=2**22 + 3)}),
+    ),
+    determinism="bitwise",
+    reference_ops=("aten.add",),
+    perf=Perf(baseline="copy", target=0.8, params={"n": 2**26}, bytes=copy_bytes),
+)

@@ -1,0 +1,181 @@
+"""Lesson 01: the judged exercises time_gpu and timing_bugs (right and known-wrong answers), the judge extension of the
+spec, the crossover measurement and the benchmark registration."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+import gpucourse
+from gpucourse.grading.exercise import Case, Exercise, all_ids
+from gpucourse.grading import checker
+
+
+def _verdict(exercise_id, fn) -> dict:
+    r = gpucourse.check(exercise_id, fn, quiet=True)
+    return {"status": r.status, "cases": {c.name: c for c in r.cases}, "result": r}
+
+
+# --- the judge extension ------------------------------------------------------------------------------------------
+
+
+def test_judge_extension(monkeypatch):
+    calls = []
+
+    def judge(fn, params, seed):
+        calls.append((params["k"], seed))
+        got = fn(params["k"])
+        return [] if got == 2 * params["k"] else [f"got {got}, expected {2 * params['k']}"]
+
+    ex = Exercise(id="double", function="double", signature="double(k) -> int", statement="", kind="none",
+                  make_inputs=None, reference=None, cases=(Case("one", {"k": 1}), Case("five", {"k": 5})),
+                  judge=judge)
+    monkeypatch.setattr(checker, "_get_exercise", lambda _id: ex)
+    assert gpucourse.check("double", lambda k: 2 * k, quiet=True).passed
+    r = gpucourse.check("double", lambda k: k + 1, quiet=True)
+    assert r.status == "failed" and [c.passed for c in r.cases] == [True, False]
+    assert r.cases[1].problems == ["got 6, expected 10"]
+    assert len({s for _, s in calls}) >= 2  # each case gets its own seed
+
+    def not_done(k):
+        raise NotImplementedError
+
+    assert gpucourse.check("double", not_done, quiet=True).status == "not implemented"
+    r = gpucourse.check("double", lambda k: 1 / 0, quiet=True)
+    assert r.status == "error" and "ZeroDivisionError" in r.message
+
+
+def test_batch_grader_takes_judged_exercises(capsys):
+    """`gpucourse grade` runs judged exercises (in its worker; tests/test_grader.py grades known submissions): the
+    command line checks the files, not whether the exercise is judged."""
+    from gpucourse.grading import cli
+
+    assert cli.main(["time_gpu", "nothing.py"]) == 2
+    err = capsys.readouterr().err
+    assert "no such submission: nothing.py" in err and "judged" not in err
+
+
+def test_new_exercises_registered():
+    assert {"time_gpu", "timing_bugs", "fix_training_loop"} <= set(all_ids())
+
+
+# --- time_gpu -------------------------------------------------------------------------------------------------------
+
+
+def time_gpu_right(fn, *args, reps=10):
+    fn(*args)
+    samples = []
+    for _ in range(reps):
+        gpucourse.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        gpucourse.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def time_gpu_no_sync(fn, *args, reps=10):
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(*args)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def time_gpu_total_over_reps(fn, *args, reps=10):  # syncs at the end only: counts earlier queued work
+    fn(*args)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn(*args)
+    gpucourse.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / reps
+
+
+def time_gpu_mean_no_warmup(fn, *args, reps=10):
+    samples = []
+    for _ in range(reps):
+        gpucourse.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        gpucourse.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return sum(samples) / len(samples)
+
+
+def test_time_gpu_right_passes():
+    v = _verdict("time_gpu", time_gpu_right)
+    assert v["status"] == "passed", v["result"].report()
+
+
+def test_time_gpu_one_stretched_measurement_is_measured_again():
+    calls = []
+
+    def stretched_once(fn, *args, reps=10):  # right, except that every other measurement reads 3x long
+        calls.append(fn)
+        ms = time_gpu_right(fn, *args, reps=reps)
+        return ms * 3 if len(calls) % 2 else ms
+
+    v = _verdict("time_gpu", stretched_once)
+    assert v["status"] == "passed", v["result"].report()
+    v = _verdict("time_gpu", lambda fn, *a, reps=10: time_gpu_right(fn, *a, reps=reps) * 3)  # always 3x: fails
+    assert v["status"] == "failed"
+
+
+def test_time_gpu_without_synchronize_fails_everywhere_with_the_reason():
+    v = _verdict("time_gpu", time_gpu_no_sync)
+    assert v["status"] == "failed" and not any(c.passed for c in v["cases"].values())
+    assert "synchronize" in " ".join(v["cases"]["a 2 ms kernel"].problems)
+
+
+def test_time_gpu_that_counts_earlier_queued_work_fails():
+    v = _verdict("time_gpu", time_gpu_total_over_reps)
+    case = v["cases"]["a 1 ms kernel queued behind 30 ms of earlier work"]
+    assert not case.passed and "already queued" in " ".join(case.problems)
+
+
+def test_time_gpu_without_warmup_using_the_mean_fails_on_slow_first_call():
+    v = _verdict("time_gpu", time_gpu_mean_no_warmup)
+    case = v["cases"]["a 1 ms kernel whose first call takes 60 ms more"]
+    assert not case.passed and "warm-up" in " ".join(case.problems)
+
+
+def test_time_gpu_bad_return_value():
+    v = _verdict("time_gpu", lambda fn, *a, reps=10: "fast")
+    assert v["status"] == "failed" and "finite float" in v["cases"]["a 2 ms kernel"].problems[0]
+
+
+# --- timing_bugs ----------------------------------------------------------------------------------------------------
+
+
+def test_timing_bugs_right_and_wrong():
+    right = {"A": "no_sync", "B": "first_call", "C": "l2_cache"}
+    assert _verdict("timing_bugs", lambda: right)["status"] == "passed"
+    v = _verdict("timing_bugs", lambda: {"A": "no_sync", "B": "l2_cache", "C": "made_up"})
+    assert [c.passed for c in v["cases"].values()] == [True, False, False]
+    assert "hint" in " ".join(v["cases"]["snippet B"].problems)
+    assert "not one of" in v["cases"]["snippet C"].problems[0]
+    assert _verdict("timing_bugs", lambda: ["no_sync"])["status"] == "failed"
+
+
+# --- benchmarks and measurements ------------------------------------------------------------------------------------
+
+
+def test_pipeline_benchmarks_registered_gpu_only():
+    from gpucourse import benchmarks
+
+    reg = benchmarks.registry()
+    names = [n for n in reg if reg[n]["lesson"] == "01"]
+    assert sorted(names) == ["pipeline01_crossover", "pipeline01_timing_pairs"]
+    assert all(reg[n]["gpu_only"] for n in names)
+
+
+def test_crossover_cpu_mode_shape():
+    from gpucourse.lessons.l01_cpu_vs_gpu_timing import measure as pipeline
+
+    r = pipeline.crossover("add", sizes=[256, 1024])
+    assert r["sizes"] == [256, 1024] and len(r["cpu_ms"]) == 2 and all(t > 0 for t in r["cpu_ms"])
+    assert (r["gpu_ms"] is None) == (not gpucourse.on_gpu())
+    with pytest.raises(ValueError):
+        pipeline.crossover("conv")

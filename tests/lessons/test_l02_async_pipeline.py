@@ -1,0 +1,150 @@
+"""Lesson 02: the training-loop versions, the judged exercise fix_training_loop (right and known-wrong loops), the
+lesson's benchmarks and (GPU) its measurements."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gpucourse
+from gpucourse.lessons.l02_async_pipeline import trainloop
+
+
+def _verdict(exercise_id, fn) -> dict:
+    r = gpucourse.check(exercise_id, fn, quiet=True)
+    return {"status": r.status, "cases": {c.name: c for c in r.cases}, "result": r}
+
+
+# --- fix_training_loop -----------------------------------------------------------------------------------------------
+
+
+def test_every_loop_version_gives_the_same_results():
+    results = []
+    for fn in trainloop.STEPS.values():
+        model, opt, batches = trainloop.make_problem(3, steps=6)
+        results.append(trainloop.to_host(fn(model, opt, batches)))
+    for r in results[1:]:
+        assert torch.allclose(r["losses"], results[0]["losses"])
+        assert torch.allclose(r["accuracy"].double(), results[0]["accuracy"].double())
+
+
+def test_fixed_loop_passes_and_naive_versions_fail_naming_op_and_line():
+    assert _verdict("fix_training_loop", trainloop.train_fixed)["status"] == "passed"
+    v = _verdict("fix_training_loop", trainloop.train_async_nan_check)
+    text = " ".join(v["cases"]["8 steps"].problems)
+    assert v["status"] == "failed" and "Tensor.to" in text and "trainloop.py:" in text
+
+
+def _submission(name: str):
+    """A known submission of tests/submissions/fix_training_loop (the grader's fixtures), imported in-process."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "submissions", "fix_training_loop", name)
+    spec = importlib.util.spec_from_file_location(name[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.train_fast
+
+
+def test_item_in_the_loop_fails_with_op_and_line():
+    v = _verdict("fix_training_loop", _submission("wrong_item_in_loop.py"))
+    assert v["status"] == "failed"
+    text = " ".join(v["cases"]["8 steps"].problems)
+    assert "Tensor.item" in text and "wrong_item_in_loop.py:" in text
+    assert "losses.append(loss.item())" in text
+    assert "(x8)" in text
+
+
+def train_fast_but_synchronizes_each_step(model, opt, batches):
+    """train_fixed with an explicit gpucourse.synchronize() in the loop: a GPU would wait at every step."""
+    dev = next(model.parameters()).device
+    losses = torch.empty(len(batches), device=dev)
+    correct = torch.zeros((), dtype=torch.long, device=dev)
+    nan_seen = torch.zeros((), dtype=torch.bool, device=dev)
+    for i, (x, y) in enumerate(batches):
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        nan_seen |= torch.isnan(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses[i] = loss.detach()
+        correct += (logits.argmax(1) == y).sum()
+        gpucourse.synchronize()  # the explicit wait the checker must see, in either mode
+    return {"losses": losses, "accuracy": correct / sum(len(y) for _, y in batches), "nan_seen": nan_seen}
+
+
+def test_explicit_gpucourse_synchronize_in_the_loop_fails_with_its_line():
+    v = _verdict("fix_training_loop", train_fast_but_synchronizes_each_step)
+    assert v["status"] == "failed"
+    text = " ".join(v["cases"]["8 steps"].problems)
+    assert "gpucourse.synchronize" in text and "test_lessons_01_02.py:" in text and "(x8)" in text
+    assert "the explicit wait the checker must see" in text
+    assert "differs from the reference" not in text  # the results are right: only the wait fails it
+
+
+def test_clone_problem_copies_the_optimizer_and_its_settings():
+    model, _, batches = trainloop.make_problem(4, steps=4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.5, weight_decay=1e-3)
+    model2, opt2, batches2 = trainloop.clone_problem(model, opt, batches)
+    assert type(opt2) is type(opt) and opt2.defaults == opt.defaults and batches2 is batches
+    settings = lambda o: [{k: v for k, v in g.items() if k != "params"} for g in o.param_groups]  # noqa: E731
+    assert settings(opt2) == settings(opt) and settings(opt2)[0]["lr"] == 0.03
+    assert [p for g in opt2.param_groups for p in g["params"]] == list(model2.parameters())
+    assert not any(p is q for p, q in zip(model.parameters(), model2.parameters()))
+    a = trainloop.to_host(trainloop.train_fixed(model, opt, batches))
+    b = trainloop.to_host(trainloop.train_fixed(model2, opt2, batches2))
+    assert torch.equal(a["losses"], b["losses"])
+    opt.param_groups[0]["lr"] = 0.2  # a setting changed after construction (as a scheduler does) is copied too
+    assert trainloop.clone_problem(model, opt, batches)[1].param_groups[0]["lr"] == 0.2
+
+
+def train_no_sync_but_skips_training(model, opt, batches):
+    """Sync-free but wrong: computes losses without stepping the optimizer."""
+    dev = next(model.parameters()).device
+    losses = torch.stack([F.cross_entropy(model(x.to(dev, non_blocking=True)), y.to(dev, non_blocking=True))
+                          for x, y in batches]).detach()
+    return {"losses": losses, "accuracy": torch.zeros((), device=dev),
+            "nan_seen": torch.isnan(losses).any()}
+
+
+def test_sync_free_but_wrong_results_fail():
+    v = _verdict("fix_training_loop", train_no_sync_but_skips_training)
+    text = " ".join(p for c in v["cases"].values() for p in c.problems)
+    assert v["status"] == "failed" and "differs from the reference" in text and "synchronization" not in text
+
+
+def test_nan_flag_must_be_reported():
+    def never_nan(model, opt, batches):
+        r = trainloop.train_fixed(model, opt, batches)
+        return dict(r, nan_seen=torch.zeros_like(r["nan_seen"]))
+
+    v = _verdict("fix_training_loop", never_nan)
+    assert v["cases"]["8 steps"].passed and not v["cases"]["12 steps, NaN in batch 5"].passed
+
+
+# --- benchmarks and measurements ------------------------------------------------------------------------------------
+
+
+def test_lesson02_benchmarks_registered_gpu_only():
+    from gpucourse import benchmarks
+
+    reg = benchmarks.registry()
+    names = [n for n in reg if reg[n]["lesson"] == "02"]
+    assert sorted(names) == ["pipeline02_h2d", "pipeline02_launch_overhead", "pipeline02_overlap",
+                             "pipeline02_training_loop"]
+    assert all(reg[n]["gpu_only"] for n in names)
+
+
+@pytest.mark.gpu
+def test_gpu_measurements_smoke():
+    from gpucourse.lessons.l02_async_pipeline import measure
+
+    h = measure.h2d_bandwidth(mbytes=64, reps=3)
+    assert h["pinned, non_blocking"]["gbps"] > h["pageable"]["gbps"]
+    lo = measure.launch_overhead(n_kernels=50, with_compile=False)
+    assert lo["graph_us_per_kernel"] < lo["eager_us_per_kernel"]
+    study = measure.training_loop_study(steps=10, reps=1)
+    assert study["rows"]["3: pinned + non_blocking"]["speedup_vs_naive"] > 1.0

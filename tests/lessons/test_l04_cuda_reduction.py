@@ -1,0 +1,335 @@
+"""Lesson 04: the CUDA build helper, the NumPy block-reduction model, the two CUDA exercises and their checker.
+
+CPU mode: ptxas parsing from captured text, real nvcc compiles when nvcc is on PATH (skipped with the reason
+otherwise), the CPU verdicts of the known submissions in tests/submissions/{block_sum,sum_many}/. GPU (marked gpu):
+the batch grader's verdicts on the same submissions, and the reference solutions against the checker.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+
+import numpy as np
+import pytest
+import torch
+
+import gpucourse
+from gpucourse import cuda_build
+from gpucourse.lessons.l04_cuda_reduction import reduction_kernels, reduction_sim
+from gpucourse.grading.exercise import get
+from gpucourse.grading import checker, launches
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
+SUBS = os.path.join(HERE, "submissions")
+needs_nvcc = pytest.mark.skipif(cuda_build.nvcc_path() is None, reason="nvcc is not installed on this machine")
+
+PTXAS_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z20sum_grid_stride_vec4PKfxPf' for 'sm_90'
+ptxas info    : Function properties for _Z20sum_grid_stride_vec4PKfxPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 34 registers, used 1 barriers, 128 bytes smem
+ptxas info    : Compile time = 40.944 ms
+ptxas info    : Compiling entry function '_Z10big_kernelPf' for 'sm_80'
+ptxas info    : Function properties for _Z10big_kernelPf
+    48 bytes stack frame, 40 bytes spill stores, 36 bytes spill loads
+ptxas info    : Used 255 registers, 4096 bytes smem, 360 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z10sum_atomicPKfxPf' for 'sm_90'
+ptxas info    : Function properties for _Z10sum_atomicPKfxPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers, used 0 barriers
+"""
+
+
+def load(exercise: str, filename: str):
+    return runpy.run_path(os.path.join(SUBS, exercise, filename))[exercise]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# cuda_build
+
+
+def test_parse_ptxas_reads_each_kernel():
+    k = cuda_build.parse_ptxas(PTXAS_LOG)
+    assert list(k) == ["sum_grid_stride_vec4", "big_kernel", "sum_atomic"]
+    assert (k["sum_grid_stride_vec4"].registers, k["sum_grid_stride_vec4"].shared_bytes,
+            k["sum_grid_stride_vec4"].barriers) == (34, 128, 1)
+    big = k["big_kernel"]  # the older format without "used N barriers", with spills
+    assert (big.registers, big.shared_bytes, big.stack_bytes, big.spill_stores, big.spill_loads) == (255, 4096, 48,
+                                                                                                     40, 36)
+    assert (k["sum_atomic"].registers, k["sum_atomic"].shared_bytes) == (8, 0)
+
+
+def test_short_name_demangles_the_identifier():
+    assert cuda_build.short_name("_Z10sum_atomicPKfxPf") == "sum_atomic"
+    assert cuda_build.short_name("_ZN4demo6kernelEPf") == "demo"
+    assert cuda_build.short_name("plain_c_name") == "plain_c_name"
+
+
+def test_missing_nvcc_names_the_fix(monkeypatch):
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: None)
+    with pytest.raises(cuda_build.ToolMissing, match="install the CUDA toolkit"):
+        cuda_build.compile_check("__global__ void k() {}", cache=False)
+
+
+@needs_nvcc
+def test_compile_check_reports_the_ladder_resources():
+    rep = cuda_build.compile_check(reduction_kernels.KERNELS, "sm_90", cache=False)
+    assert set(rep.kernels) == set(reduction_kernels.KERNEL_OF_STEP.values())
+    assert rep.kernels["sum_shared_tree"].shared_bytes == 4 * reduction_kernels.THREADS  # the float part[THREADS]
+    assert rep.kernels["sum_atomic"].shared_bytes == 0
+    assert all(k.spill_stores == 0 and 0 < k.registers <= 255 for k in rep.kernels.values())
+    again = cuda_build.compile_check(reduction_kernels.KERNELS, "sm_90")
+    assert again.cached and again.kernels.keys() == rep.kernels.keys()
+    assert "sum_shared_tree" in rep.table()
+
+
+@needs_nvcc
+def test_compile_error_is_the_compilers_message():
+    with pytest.raises(cuda_build.CudaCompileError) as info:
+        cuda_build.compile_check("__global__ void k(float* o) { o[0] = not_declared; }", cache=False)
+    msg = str(info.value)
+    assert '"not_declared" is undefined' in msg
+    assert "Traceback" not in msg and "/tmp/" not in msg
+
+
+@needs_nvcc
+def test_build_in_cpu_mode_compiles_then_needs_a_gpu():
+    if gpucourse.on_gpu():
+        pytest.skip("CPU-mode behaviour")
+    with pytest.raises(cuda_build.NeedsGPU) as info:
+        reduction_kernels.build()
+    assert info.value.report is not None and "sum_warp_shuffle" in info.value.report.kernels
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The NumPy model of the block reduction
+
+
+def test_shfl_down_matches_the_hardware_rule():
+    v = np.arange(64, dtype=np.float32)
+    got = reduction_sim.shfl_down(v, 4)
+    assert got[0] == 4 and got[27] == 31 and got[28] == 28  # past the warp's end: own value
+    assert got[32] == 36 and got[63] == 63  # the second warp shuffles within itself
+
+
+def test_warp_sum_tree_step_by_step():
+    trace = []
+    v = reduction_sim.warp_sum(np.arange(32, dtype=np.float32), trace)
+    assert v[0] == sum(range(32))
+    assert [t[0].split()[-1] for t in trace] == ["16", "8", "4", "2", "1"]
+    assert trace[0][1][0] == 0 + 16  # after the first round lane 0 holds x0 + x16
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 1023, 1025, 100_003])
+def test_simulated_grid_sum_matches_numpy(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    got = reduction_sim.simulate_sum(x, threads=256, blocks=3)
+    want = float(np.sum(x, dtype=np.float64))
+    assert abs(float(got) - want) <= 1e-5 * (1 + float(np.abs(x).sum()))
+
+
+def test_block_reduce_rejects_non_warp_multiples():
+    with pytest.raises(ValueError, match="multiple of 32"):
+        reduction_sim.block_reduce(np.ones(100, dtype=np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The exercises' specs and the checker's CUDA support
+
+
+def test_specs_edge_cases_and_references():
+    bs, sm = get("block_sum"), get("sum_many")
+    assert bs.kind == sm.kind == "cuda" and bs.gpu_only and sm.gpu_only and sm.max_launches == 1
+    names = [c.name for c in bs.cases]
+    assert {"n=0", "n=1", "n=31", "n=32", "n=33", "n=1023", "n=1025"} <= set(names)
+    gen = torch.Generator().manual_seed(0)
+    (x,) = bs.make_inputs({"n": 1025}, gen)
+    assert torch.allclose(bs.reference(x), x.double().sum().float())
+    assert float(bs.reference(torch.empty(0))) == 0.0
+    (ts,) = sm.make_inputs(sm.case("edge lengths 0, 1, 31, 32, 33, 1023..1025, 4097").params, gen)
+    assert [t.numel() for t in ts] == [0, 1, 31, 32, 33, 1023, 1024, 1025, 4097]
+    ref = sm.reference(ts)
+    assert ref.dtype == torch.float32 and ref.shape == (9,) and ref[0] == 0
+    assert torch.allclose(ref[5], ts[5].double().sum().float())
+
+
+def test_to_device_copies_lists_of_tensors():
+    ts = [torch.ones(3), torch.zeros(2)]
+    moved = checker.to_device([{"value": ts}], gpucourse.torch_device())[0]["value"]
+    assert len(moved) == 2 and moved[0] is not ts[0] and torch.equal(moved[0].cpu(), ts[0])
+    assert checker.to_device([{"value": 3}], "cpu")[0]["value"] == 3
+
+
+def test_launch_counter_ignores_copies_and_fills():
+    assert launches.is_counted_kernel("sum_many_kernel(long long const*, int, float*)")
+    assert launches.is_counted_kernel("void at::native::reduce_kernel<512, 1>(...)")
+    assert not launches.is_counted_kernel("Memcpy HtoD (Pinned -> Device)")
+    assert not launches.is_counted_kernel("Memset (Device)")
+    assert not launches.is_counted_kernel("void at::native::vectorized_elementwise_kernel<4, "
+                                          "at::native::FillFunctor<float>, ...>")
+
+
+CPU_VERDICTS = [  # (exercise, file, status, text in the message)
+    ("block_sum", "right_atomic_per_block.py", "needs gpu", "tree_sum"),
+    ("block_sum", "wrong_missing_syncthreads.py", "needs gpu", "tree_sum"),  # a race compiles: only a GPU finds it
+    ("block_sum", "wrong_unchecked_tail.py", "needs gpu", "tree_sum"),
+    ("block_sum", "error_compile.py", "error", '"total" is undefined'),
+    ("sum_many", "right_block_stride.py", "needs gpu", "many"),
+    ("sum_many", "wrong_unchecked_tail.py", "needs gpu", "many"),
+    ("sum_many", "wrong_launch_per_tensor.py", "needs gpu", "one_sum"),
+]
+
+
+@needs_nvcc
+@pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts (the GPU verdicts are in test_cuda04_gpu_grades)")
+@pytest.mark.parametrize("exercise,filename,status,text", CPU_VERDICTS)
+def test_cpu_mode_verdicts(exercise, filename, status, text):
+    r = gpucourse.check(exercise, load(exercise, filename), quiet=True)
+    assert r.status == status, r.report()
+    assert text in r.message
+    if status == "needs gpu":
+        assert "needs a CUDA GPU" in r.report() and "registers" in r.message
+
+
+def test_every_submission_has_a_cpu_verdict():
+    for exercise in ("block_sum", "sum_many"):
+        listed = {f for e, f, *_ in CPU_VERDICTS if e == exercise}
+        assert listed == set(os.listdir(os.path.join(SUBS, exercise))) - {"__pycache__"}
+
+
+@pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts")
+def test_cpu_mode_without_a_kernel_or_not_implemented():
+    r = gpucourse.check("block_sum", lambda x: x.sum(), quiet=True)
+    assert r.status == "failed" and "without building a CUDA kernel" in r.message
+
+    def stub(x):
+        raise NotImplementedError
+
+    assert gpucourse.check("sum_many", stub, quiet=True).status == "not implemented"
+
+    def broken(tensors):
+        return tensors[10 ** 6]
+
+    r = gpucourse.check("sum_many", broken, quiet=True)
+    assert r.status == "error" and "IndexError" in r.message
+
+
+@pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts")
+def test_cpu_mode_without_nvcc_says_so(monkeypatch):
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: None)
+    monkeypatch.setattr(cuda_build, "_reports", {})  # nvcc is looked for before any cached report is read
+    r = gpucourse.check("block_sum", load("block_sum", "right_atomic_per_block.py"), quiet=True)
+    assert r.status == "needs gpu" and "compile check was skipped" in r.message and "nvcc" in r.message
+
+
+@needs_nvcc
+@pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts")
+def test_reference_solutions_compile():
+    from gpucourse.solutions import load_solutions
+
+    ns = load_solutions("04_cuda_reduction")
+    for name, kernel in (("block_sum", "block_sum_partials"), ("sum_many", "sum_many_kernel")):
+        r = gpucourse.check(name, ns[name], quiet=True)
+        assert r.status == "needs gpu" and kernel in r.message, r.report()
+
+
+def test_cuda04_benchmarks_are_registered_gpu_only():
+    from gpucourse import benchmarks
+
+    reg = benchmarks.registry()
+    for name in ("cuda04_ladder", "cuda04_sum_many"):
+        assert reg[name]["gpu_only"] and reg[name]["lesson"] == "04"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GPU: the batch grader's verdicts and the reference solutions
+
+
+GPU_EXPECTED = {  # (exercise, file) -> (status, text in the message)
+    ("block_sum", "right_atomic_per_block.py"): ("passed", "cases passed"),
+    ("block_sum", "wrong_missing_syncthreads.py"): ("failed", ("differ", "nondeterministic")),
+    ("block_sum", "wrong_unchecked_tail.py"): ("failed", "NaN"),
+    ("block_sum", "error_compile.py"): ("error", "CudaCompileError"),
+    ("sum_many", "right_block_stride.py"): ("passed", "cases passed"),
+    # reading past the end usually returns garbage (failed) but may fault (error): both are caught, never a pass
+    ("sum_many", "wrong_unchecked_tail.py"): (("failed", "error"), ("differ", "NaN", "illegal memory access",
+                                                                   "cudaErrorIllegalAddress")),
+    ("sum_many", "wrong_launch_per_tensor.py"): ("failed", "at most 1 allowed"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise", ["block_sum", "sum_many"])
+def test_cuda04_gpu_grades(exercise):
+    from gpucourse.grading import grader
+
+    files = sorted(f for e, f in GPU_EXPECTED if e == exercise)
+    report = grader.grade(get(exercise), [os.path.join(SUBS, exercise, f) for f in files], timeout=600, jobs=1)
+    for r in report["results"]:
+        status, text = GPU_EXPECTED[(exercise, os.path.basename(r["submission"]))]
+        detail = r["message"] + " | " + " ".join(c["detail"] for c in r["checks"])
+        texts = text if isinstance(text, tuple) else (text,)
+        statuses = status if isinstance(status, tuple) else (status,)
+        assert r["status"] in statuses and any(t in detail for t in texts), (r["submission"], r["status"],
+                                                                            detail[:2000])
+
+
+@pytest.mark.gpu
+def test_cuda04_reference_solutions_pass_on_gpu():
+    from gpucourse.solutions import load_solutions
+
+    ns = load_solutions("04_cuda_reduction")
+    for name in ("block_sum", "sum_many"):
+        r = gpucourse.check(name, ns[name], quiet=True)
+        assert r.passed, r.report()
+
+
+@pytest.mark.gpu
+def test_cuda04_ladder_is_correct_on_gpu():
+    for n in (1, 31, 1025, 2**20 + 3):
+        x = torch.rand(n, device="cuda") - 0.25
+        want = x.double().sum()
+        for step in reduction_kernels.STEPS:
+            got = reduction_kernels.ladder_sum(x, step)
+            # Step 1 adds a million values one atomicAdd at a time into one float32: each addition rounds at the
+            # running sum's scale, so the error grows like sqrt(n) ulps of the sum (3.8 against 262,000 on the H100,
+            # over a 1e-5 bound of 3.3). The tree-shaped steps round at far smaller partial sums.
+            rtol = 1e-4 if step == 1 else 1e-5
+            assert abs(float(got) - float(want)) <= rtol * float(x.abs().sum()) + 1e-6, (n, step)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("demo", list(reduction_kernels.DEMOS))
+def test_sanitizer_demo_programs_build(demo, tmp_path):
+    exe = reduction_kernels.build_demo(demo, str(tmp_path), arch="sm_90")
+    assert os.access(exe, os.X_OK)
+    assert DEMO_TOOLS[demo] == reduction_kernels.DEMOS[demo][2]
+
+
+DEMO_TOOLS = {"race": "racecheck", "unchecked tail": "memcheck", "unchecked launch": "memcheck"}
+
+
+@pytest.mark.gpu
+def test_sanitizer_finds_the_traps():
+    out = reduction_kernels.run_demo("race")
+    assert "hazard" in out.lower(), out
+    out = reduction_kernels.run_demo("unchecked tail")
+    assert "Invalid __global__ read" in out, out
+    out = reduction_kernels.run_demo("unchecked launch", sanitize=False)
+    # the launch is refused (CUDA 13 on the H100 says "invalid argument"; older ones "invalid configuration
+    # argument") and the kernel never runs
+    assert "launch: invalid" in out and "sum = 0.0" in out, out
+
+
+def test_sass_without_cuobjdump_names_the_tool(monkeypatch):
+    monkeypatch.setattr(cuda_build, "tool", lambda name: None)
+    with pytest.raises(cuda_build.ToolMissing, match="cuobjdump"):
+        cuda_build.sass(reduction_kernels.KERNELS, "sum_grid_stride_vec4")
+
+
+@pytest.mark.skipif(cuda_build.tool("cuobjdump") is None or cuda_build.nvcc_path() is None,
+                    reason="cuobjdump/nvcc not installed")
+def test_sass_shows_the_128_bit_loads():
+    text = cuda_build.sass(reduction_kernels.KERNELS, "sum_grid_stride_vec4", arch="sm_90")
+    assert "LDG.E.128" in text

@@ -1,0 +1,287 @@
+"""Lesson 05's exercises: the known-wrong softmax/matmul submissions fail for the right reason through the real
+`gpucourse grade` command, the right ones pass, and the reference solutions loaded from the solved workbook pass
+`gpucourse.check` (the workbook is the single source of those kernels; the benchmarks load them the same way)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gpucourse
+from gpucourse.solutions import cached_solutions, load_solutions, solution_source
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
+
+# exercise -> file -> (status, cases that must fail, cases that must pass, substring of the first failure's detail)
+EXPECTED = {
+    "softmax": {
+        "right_softmax.py": ("passed", [], ["width 16384", "large magnitudes (x1e4)"], None),
+        "wrong_no_max_subtraction.py": ("failed", ["large magnitudes (x1e4)", "large magnitudes (x1e4), fp16"],
+                                        ["width 1023", "width 16384", "strided rows: big[:, :w], w=777"], "NaN"),
+        "wrong_fixed_block_width.py": ("failed", ["width 1025", "width 16384", "width 16384, fp16",
+                                                  "width 3001 (not a power of two), fp16"],
+                                       ["width 1", "width 1023", "large magnitudes (x1e4)"],
+                                       "elements never written"),
+        "wrong_contiguous_only.py": ("failed", ["strided rows: big[:, :w], w=777",
+                                                "strided rows: big[::2], fp16, w=300"],
+                                     ["width 1025", "width 16384", "large magnitudes (x1e4)"], None),
+    },
+    "matmul": {
+        "right_matmul.py": ("passed", [], ["fp16 100x70, K=33 (K tail)"], None),
+        # The large case's K is a multiple of the submission's BK=32 in CPU mode (256) but not on a GPU (2049), where
+        # the unmasked tail reads the grader's NaN canaries (seen on the H100): it must pass there, fail here.
+        "wrong_unmasked_k_tail.py": ("failed", ["fp16 100x70, K=33 (K tail)", "fp32 65x33, K=129 (TF32 allowed)"]
+                                     + (["fp16 large, not multiples of any block"] if gpucourse.on_gpu() else []),
+                                     ["fp16 64x64x64 (whole blocks)"]
+                                     + ([] if gpucourse.on_gpu() else ["fp16 large, not multiples of any block"]),
+                                     "non-finite output"),
+    },
+}
+
+
+def _grade(exercise: str, tmp_path) -> dict:
+    folder = os.path.join(HERE, "submissions", exercise)
+    files = sorted(f for f in os.listdir(folder) if f.endswith((".py", ".ipynb")))
+    assert files == sorted(EXPECTED[exercise]), "every submission needs an entry in EXPECTED (and vice versa)"
+    out = tmp_path / f"{exercise}.json"
+    proc = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", exercise,
+                           *[os.path.join(folder, f) for f in files], "--jobs", "2", "--timeout", "120",
+                           "--json", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {os.path.basename(r["submission"]): r for r in json.loads(out.read_text())["results"]}
+
+
+@pytest.mark.parametrize("exercise", sorted(EXPECTED))
+def test_known_submissions_get_their_verdict(exercise, tmp_path):
+    results = _grade(exercise, tmp_path)
+    for name, (status, must_fail, must_pass, detail) in EXPECTED[exercise].items():
+        r = results[name]
+        assert r["status"] == status, f"{name}: {r['status']}: {r['message']}"
+        checks = {c["name"]: c for c in r["checks"]}
+        for case in must_fail:
+            assert not checks[case]["passed"], f"{name} should fail {case!r}"
+        for case in must_pass:
+            assert checks[case]["passed"], f"{name} should pass {case!r}: {checks[case]['detail']}"
+        if detail is not None:
+            assert detail in r["message"], f"{name}: {r['message']}"
+
+
+def test_reference_solutions_from_the_workbook_pass_check():
+    ns = load_solutions("05_triton")
+    for exercise in ("vector_add", "softmax", "matmul"):
+        result = gpucourse.check(exercise, ns[exercise], quiet=True)
+        assert result.passed, result.report()
+
+
+def test_solution_source_is_only_imports_and_solution_cells():
+    src = solution_source("05_triton")
+    assert "gpucourse.check(" not in src and "### BEGIN SOLUTION" in src
+    assert "import triton" in src  # import-only cells come along, the setup and check cells do not
+
+
+# --- the lesson's Hopper kernel (gpucourse.lessons.l05_triton.hopper_matmul): the interpreter in CPU mode, the real thing on sm90+ ---
+
+def _hopper_ok():
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    return hopper_matmul.unsupported(torch_zeros(8, 8)) is None
+
+
+def torch_zeros(*shape, dtype=None):
+    import torch
+
+    return torch.zeros(*shape, dtype=dtype or torch.float16, device=gpucourse.torch_device())
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 8, 8), (70, 96, 40), (33, 8, 16), (130, 264, 72)])
+@pytest.mark.parametrize("epilogue", ["none", "bias", "silu"])
+def test_hopper_matmul_matches_torch_on_ragged_shapes(m, n, k, epilogue):
+    import torch
+    import torch.nn.functional as F
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    if not _hopper_ok():
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    dev = gpucourse.torch_device()
+    gen = torch.Generator().manual_seed(m * 1000 + n + k)
+    for dtype in (torch.float16, torch.bfloat16):
+        a = torch.randn(m, k, generator=gen).to(dtype).to(dev)
+        b = torch.randn(k, n, generator=gen).to(dtype).to(dev)
+        bias = torch.randn(n, generator=gen).to(dtype).to(dev)
+        want = a.double() @ b.double()
+        if epilogue == "none":
+            got = hopper_matmul.matmul(a, b)
+        else:
+            want = want + bias.double()
+            if epilogue == "silu":
+                want = F.silu(want)
+            got = hopper_matmul.matmul(a, b, bias, "silu" if epilogue == "silu" else "none")
+        assert got.dtype == dtype and got.shape == (m, n)
+        err = (got.double() - want).abs().max().item()
+        assert err <= 2e-2 * want.abs().max().item() + 1e-2, (dtype, err)
+
+
+def test_hopper_matmul_empty_sizes_and_clear_errors():
+    import torch
+    import torch.nn.functional as F
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    bias = torch.ones(8, dtype=torch.float16, device=gpucourse.torch_device())
+    out = hopper_matmul.matmul(torch_zeros(3, 0), torch_zeros(0, 8), bias, "silu")  # an empty sum, then the epilogue
+    torch.testing.assert_close(out, F.silu(torch.ones(3, 8, device=out.device)).half())
+    assert hopper_matmul.matmul(torch_zeros(0, 8), torch_zeros(8, 8)).shape == (0, 8)
+    with pytest.raises(ValueError, match="do not fit"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(7, 8))
+    with pytest.raises(ValueError, match="pass bias"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), None, "silu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), bias, "gelu")
+    with pytest.raises(ValueError, match="bias must be 1-D with 8"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), torch_zeros(4))
+    if not _hopper_ok():
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    with pytest.raises(RuntimeError, match="16-byte boundaries"):
+        hopper_matmul.matmul(torch_zeros(4, 6), torch_zeros(6, 8))
+    with pytest.raises(RuntimeError, match="contiguous row-major"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8).t())
+    with pytest.raises(RuntimeError, match="float16 or bfloat16"):
+        hopper_matmul.matmul(torch_zeros(4, 8, dtype=torch.float32), torch_zeros(8, 8, dtype=torch.float32))
+
+
+@pytest.mark.gpu
+def test_hopper_matmul_on_the_gpu_says_why_it_cannot_run_or_matches_cublas():
+    import torch
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    a = torch.randn(1000, 1024, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1024, 1048, device="cuda", dtype=torch.bfloat16)
+    major, _ = torch.cuda.get_device_capability()
+    reason = hopper_matmul.unsupported(a, b)
+    if major < 9:
+        assert reason and "compute capability 9.0" in reason
+        with pytest.raises(RuntimeError, match="cannot run here"):
+            hopper_matmul.matmul(a, b)
+        return
+    assert reason is None
+    torch.testing.assert_close(hopper_matmul.matmul(a, b), a @ b, rtol=2e-2, atol=0.5)
+
+
+def test_hopper_matmul_rejects_a_misaligned_view_and_mixed_devices():
+    import torch
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    if not _hopper_ok():
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    base = torch_zeros(4, 17)
+    view = base[:, 1:9]  # 8 columns, but rows that start 2 bytes past a boundary (and a row stride of 17)
+    assert "contiguous row-major" in hopper_matmul.unsupported(view)
+    flat = torch_zeros(4 * 8 + 1)[1:].view(4, 8)  # contiguous, rows of 16 bytes, start 2 bytes off
+    assert "16-byte boundary" in hopper_matmul.unsupported(flat)
+    with pytest.raises(ValueError, match="one device"):
+        hopper_matmul.matmul(torch_zeros(4, 8), torch_zeros(8, 8), torch.zeros(8, dtype=torch.float16, device="meta"))
+
+
+# --- one contract for the workbook's matmul and the Hopper kernel: bias, activation, and what is refused ---
+
+def _matmuls() -> dict:
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    kernels = {"workbook": cached_solutions("05_triton")["matmul"]}
+    if _hopper_ok():
+        kernels["hopper"] = hopper_matmul.matmul
+    return kernels
+
+
+@pytest.mark.parametrize("kernel", ["workbook", "hopper"])
+def test_matmul_bias_and_activation_do_what_they_say(kernel):
+    """A bias with activation "none" is added (it was silently ignored by the workbook's wrapper), "silu" applies
+    SiLU to a @ b + bias, and what neither can honour raises instead of returning plain a @ b."""
+    import torch
+    import torch.nn.functional as F
+
+    matmul = _matmuls().get(kernel)
+    if matmul is None:
+        pytest.skip(f"no {kernel} kernel here")
+    dev = gpucourse.torch_device()
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(40, 24, generator=gen).half().to(dev)
+    b = torch.randn(24, 32, generator=gen).half().to(dev)
+    bias = torch.randn(32, generator=gen).half().to(dev)
+    exact = a.double() @ b.double()
+    for args, want in [((), exact), ((None,), exact), ((bias,), exact + bias.double()),
+                       ((bias, "none"), exact + bias.double()), ((bias, "silu"), F.silu(exact + bias.double()))]:
+        got = matmul(a, b, *args).double()
+        assert (got - want).abs().max().item() <= 2e-2 * want.abs().max().item() + 1e-2, args
+    with pytest.raises(ValueError, match="pass bias"):
+        matmul(a, b, None, "silu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        matmul(a, b, bias, "gelu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        matmul(a, b, None, "gelu")
+
+
+def test_bench_suites_share_one_cached_load_of_each_workbook():
+    from gpucourse.lessons.l03_memory_hierarchy import measure as memory03
+    from gpucourse.lessons.l04_cuda_reduction import measure as cuda04
+    from gpucourse.lessons.l05_triton import bench as triton05
+
+    assert triton05.solutions() is cached_solutions("05_triton") is triton05.solutions()
+    assert memory03.solutions() is cached_solutions("03_memory_hierarchy")
+    assert cuda04.solutions() is cached_solutions("04_cuda_reduction")
+
+
+class _FakeCudaMatrix:
+    """What hopper_matmul.unsupported reads of a tensor: a contiguous, aligned float16 4x8 matrix on ``device``."""
+
+    def __init__(self, device):
+        import torch
+
+        self.device, self.dtype, self.shape = torch.device(device), torch.float16, (4, 8)
+
+    def dim(self):
+        return 2
+
+    def stride(self, dim):
+        return (8, 1)[dim]
+
+    def element_size(self):
+        return 2
+
+    def data_ptr(self):
+        return 0
+
+
+def test_hopper_unsupported_checks_the_tensors_device_not_the_current_one(monkeypatch):
+    """In GPU mode (faked here): tensors left on the CPU get a plain reason, not an obscure Triton error, and the
+    compute capability asked about is that of the GPU holding ``a``."""
+    import torch
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    if not hasattr(hopper_matmul.tl, "make_tensor_descriptor"):
+        pytest.skip(hopper_matmul.unsupported(torch_zeros(8, 8)))
+    monkeypatch.setattr(hopper_matmul, "INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    asked = []
+
+    def capability(device=None):
+        asked.append(device)
+        return (9, 0) if device == torch.device("cuda", 1) else (8, 0)  # cuda:1 a Hopper, the current one not
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    cpu = torch.zeros(4, 8, dtype=torch.float16)
+    assert "a is on cpu" in hopper_matmul.unsupported(cpu, cpu)
+    assert "b is on cpu" in hopper_matmul.unsupported(_FakeCudaMatrix("cuda:1"), cpu)
+    assert hopper_matmul.unsupported(_FakeCudaMatrix("cuda:1"), _FakeCudaMatrix("cuda:1")) is None
+    assert asked[-1] == torch.device("cuda", 1)
+    assert "compute capability 9.0" in hopper_matmul.unsupported(_FakeCudaMatrix("cuda:0"))
+
+
+def test_hopper_scratch_memory_goes_on_the_given_device():
+    import torch
+    from gpucourse.lessons.l05_triton import hopper_matmul
+
+    scratch = hopper_matmul.scratch_allocator(torch.device("cpu"))(128, 16, None)
+    assert scratch.device == torch.device("cpu") and scratch.numel() == 128 and scratch.dtype == torch.int8
