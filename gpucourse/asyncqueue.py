@@ -19,7 +19,7 @@ _queue: queue.Queue | None = None
 _cycles_per_ms: float | None = None
 
 
-def _worker(q: queue.Queue) -> None:
+def worker(q: queue.Queue) -> None:
     while True:
         seconds = q.get()
         try:
@@ -33,7 +33,7 @@ def _cpu_queue() -> queue.Queue:
     global _queue
     if _queue is None:
         _queue = queue.Queue()
-        threading.Thread(target=_worker, args=(_queue,), daemon=True, name="gpucourse-fake-gpu").start()
+        threading.Thread(target=worker, args=(_queue,), daemon=True, name="gpucourse-fake-gpu").start()
     return _queue
 
 

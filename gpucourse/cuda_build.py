@@ -280,6 +280,12 @@ def sass(kernels: str, kernel: str | None = None, arch: str | None = None) -> st
 _modules: dict = {}
 
 
+def forget_loaded() -> None:
+    """Forget the modules built in this process, so the next :func:`build` loads from the build directory (what a
+    fresh process would do; lesson 04 times that)."""
+    _modules.clear()
+
+
 def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(), verbose: bool = False):
     """Compile ``kernels`` + ``binding`` with load_inline and return the Python module with ``functions``.
 

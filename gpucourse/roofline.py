@@ -29,7 +29,6 @@ import functools
 
 from . import dtypes
 
-BOUNDS = ("memory", "compute")
 @dataclasses.dataclass(frozen=True)
 class Op:
     """One operation: its name, category, the flops it does and the least bytes it must move."""

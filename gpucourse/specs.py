@@ -26,10 +26,14 @@ class GPUSpec:
     source: str
 
     def peak_tflops(self, dtype: str) -> float | None:
-        return self.tflops.get(dtypes.short(dtype))
+        """Dense TFLOP/s for ``dtype`` (any name :mod:`gpucourse.dtypes` knows, or "tf32"); None when the chip has no
+        tensor-core rate for it or the dtype is not one the table lists."""
+        try:
+            return self.tflops.get(dtypes.short(dtype))
+        except ValueError:
+            return None
 
 
-_NVIDIA = "https://www.nvidia.com/"
 SPECS: dict[str, GPUSpec] = {s.key: s for s in [
     GPUSpec("T4", "Tesla T4", 75, 320,
             {"fp32": 8.1, "tf32": None, "fp16": 65, "bf16": None, "fp8": None, "int8": 130}, 4,

@@ -22,11 +22,25 @@ def test_target_compares_in_the_stated_direction():
     assert not benchmarks.target("cv", 0.03, 0.02, "<=")["met"]
 
 
+def _defined_in(module: str):
+    fn = lambda: {}  # noqa: E731
+    fn.__module__ = module
+    return fn
+
+
 def test_duplicate_names_are_refused():
-    benchmarks.register("_probe", lesson="99", gpu_only=False)(lambda: {})
+    benchmarks.register("_probe", gpu_only=False)(_defined_in("gpucourse.lessons.l00_start_here.bench"))
     with pytest.raises(ValueError, match="registered twice"):
-        benchmarks.register("_probe", lesson="99")(lambda: {})
+        benchmarks.register("_probe")(_defined_in("gpucourse.lessons.l00_start_here.bench"))
     benchmarks._REGISTRY.pop("_probe")
+
+
+def test_a_benchmark_belongs_to_the_lesson_whose_folder_defines_it():
+    assert benchmarks.registry()["triton05_matmul"]["lesson"] == "05"
+    assert benchmarks.registry()["timing_agreement"]["lesson"] == "00"
+    with pytest.raises(ValueError, match="in a lesson's bench.py"):
+        benchmarks.register("_stray")(_defined_in("some_script"))
+    assert "_stray" not in benchmarks.registry()
 
 
 def test_command_writes_json_with_environment(tmp_path):

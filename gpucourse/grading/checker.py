@@ -204,7 +204,7 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
             problems.append(f"{name}'s memory was replaced (resized or re-typed)")
             continue
         before_v, after_v = guards.view_of(a), guards.view_of(a, after)
-        changed = ~(guards._bits(before_v) == guards._bits(after_v)) if guards.supported(after.dtype) \
+        changed = ~(guards.bits(before_v) == guards.bits(after_v)) if guards.supported(after.dtype) \
             else ~(before_v == after_v)
         if bool(changed.any()):
             problems.append(f"modified its input ({name}): {int(changed.sum())} element(s) changed; "
@@ -225,8 +225,8 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
         if ex.determinism == "bitwise":
             same = same_shape and bool(torch.equal(out.detach().cpu(), out2.detach().cpu()) or
                                        (guards.supported(out.dtype) and torch.equal(
-                                           guards._bits(out.detach().cpu().contiguous()),
-                                           guards._bits(out2.detach().cpu().contiguous()))))
+                                           guards.bits(out.detach().cpu().contiguous()),
+                                           guards.bits(out2.detach().cpu().contiguous()))))
         else:
             tol = ex.tolerance_for(out.dtype)
             same = same_shape and compare.compare_values(out, out2, tol.rtol, tol.atol_scale).ok

@@ -73,7 +73,6 @@ from .. import device as _device
 from .. import env as _env
 from . import checker, launches, protocol
 
-STATUSES = ("passed", "failed", "error", "timeout", "crashed")
 DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
 FSIZE_MB = 256  # largest file a submission may write

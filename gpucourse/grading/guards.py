@@ -40,44 +40,44 @@ def supported(dtype) -> bool:
     return dtype in _PATTERNS
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
+def bits(t: torch.Tensor) -> torch.Tensor:
     view_dtype = _PATTERNS[t.dtype][0]
     return t if t.dtype == view_dtype else t.view(view_dtype)
 
 
 def poison_(t: torch.Tensor) -> torch.Tensor:
     if t.dtype in _PATTERNS and t.numel():
-        _bits(t).fill_(_PATTERNS[t.dtype][1])
+        bits(t).fill_(_PATTERNS[t.dtype][1])
     return t
 
 
 def canary_(t: torch.Tensor) -> torch.Tensor:
     if t.dtype in _PATTERNS and t.numel():
-        _bits(t).fill_(_PATTERNS[t.dtype][2])
+        bits(t).fill_(_PATTERNS[t.dtype][2])
     return t
 
 
 def band_(t: torch.Tensor) -> torch.Tensor:
     if t.dtype in _PATTERNS and t.numel():
-        _bits(t).fill_(_PATTERNS[t.dtype][3])
+        bits(t).fill_(_PATTERNS[t.dtype][3])
     return t
 
 
 def is_band(t: torch.Tensor) -> torch.Tensor:
-    return _bits(t) == _PATTERNS[t.dtype][3]
+    return bits(t) == _PATTERNS[t.dtype][3]
 
 
 def is_poison(t: torch.Tensor) -> torch.Tensor:
     """Bool mask: which elements still hold the poison bit pattern (never written)."""
     if t.dtype not in _PATTERNS:
         return torch.zeros(t.shape, dtype=torch.bool, device=t.device)
-    return _bits(t) == _PATTERNS[t.dtype][1]
+    return bits(t) == _PATTERNS[t.dtype][1]
 
 
 def is_canary(t: torch.Tensor) -> torch.Tensor:
     if t.dtype not in _PATTERNS:
         return torch.ones(t.shape, dtype=torch.bool, device=t.device)
-    return _bits(t) == _PATTERNS[t.dtype][2]
+    return bits(t) == _PATTERNS[t.dtype][2]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

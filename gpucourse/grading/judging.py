@@ -252,7 +252,7 @@ def _safe_getattr(obj, name: str):
 def _course_queue_worker():
     from .. import asyncqueue  # bound when this module is imported: before any submission is loaded
 
-    return asyncqueue._worker
+    return asyncqueue.worker
 
 
 _QUEUE_WORKER = _course_queue_worker()

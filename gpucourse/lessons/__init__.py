@@ -113,6 +113,3 @@ def readme_table() -> str:
                     f"{lesson.cpu_mode or 'the same'} |")
     return "\n".join(rows)
 
-
-if __name__ == "__main__":
-    print(readme_table())

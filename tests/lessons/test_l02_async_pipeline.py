@@ -80,7 +80,7 @@ def test_explicit_gpucourse_synchronize_in_the_loop_fails_with_its_line():
     v = _verdict("fix_training_loop", train_fast_but_synchronizes_each_step)
     assert v["status"] == "failed"
     text = " ".join(v["cases"]["8 steps"].problems)
-    assert "gpucourse.synchronize" in text and "test_lessons_01_02.py:" in text and "(x8)" in text
+    assert "gpucourse.synchronize" in text and "test_l02_async_pipeline.py:" in text and "(x8)" in text
     assert "the explicit wait the checker must see" in text
     assert "differs from the reference" not in text  # the results are right: only the wait fails it
 
