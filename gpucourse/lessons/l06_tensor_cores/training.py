@@ -1,0 +1,207 @@
+"""Mixed precision in training: one small decoder-only transformer, built here, trained in fp32, TF32, bf16 autocast
+and fp16 autocast with a GradScaler; step time, peak memory and the loss curve of each.
+
+What runs in which precision: under ``torch.autocast`` matmuls (linear layers, attention) run in the low dtype on
+the tensor cores, while reductions that need range (softmax inside the loss, layer norm) stay in fp32; the weights,
+their gradients and AdamW's two moments stay fp32 (the optimizer updates the fp32 master weights). fp16's narrow
+range needs the loss scaled up before backward so small gradients do not flush to zero (``GradScaler``); bf16 has
+fp32's exponent range and needs no scaling. TF32 is not autocast: it is a global switch that lets fp32 matmuls run
+on the tensor cores with inputs rounded to 10 mantissa bits.
+
+The data is synthetic and learnable: each sequence counts up from a random start with a random stride (mod the
+vocabulary), with 10 % of tokens replaced by random ones; predicting the next token needs the two before it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODES = ("fp32", "tf32", "bf16 autocast", "fp16 autocast + GradScaler")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    vocab: int = 8192
+    d_model: int = 1024
+    n_layers: int = 8
+    n_heads: int = 16
+    seq: int = 1024
+    batch: int = 8
+    lr: float = 3e-4
+
+    @staticmethod
+    def for_mode() -> "Config":
+        """The lesson's model on a GPU (about 110 M parameters), a tiny one in CPU mode."""
+        from gpucourse import device
+
+        return Config() if device.on_gpu() else Config(vocab=128, d_model=32, n_layers=1, n_heads=2, seq=32,
+                                                       batch=4, lr=3e-3)
+
+
+class Block(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.n_heads = c.n_heads
+        self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.qkv = nn.Linear(c.d_model, 3 * c.d_model, bias=False)  # q, k and v in one GEMM
+        self.proj = nn.Linear(c.d_model, c.d_model, bias=False)
+        self.up = nn.Linear(c.d_model, 4 * c.d_model, bias=False)
+        self.down = nn.Linear(4 * c.d_model, c.d_model, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.emb = nn.Embedding(c.vocab, c.d_model)
+        self.pos = nn.Parameter(torch.zeros(c.seq, c.d_model))
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.ln = nn.LayerNorm(c.d_model)
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, idx):
+        x = self.emb(idx) + self.pos[: idx.shape[1]]
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln(x) @ self.emb.weight.t()  # output layer tied to the embedding
+
+
+def n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def batch(c: Config, gen: torch.Generator, dev) -> tuple:
+    """(inputs, targets) of shape (batch, seq): counting sequences with 10 % noise (see the module docstring)."""
+    start = torch.randint(c.vocab, (c.batch, 1), generator=gen)
+    stride = torch.randint(1, 17, (c.batch, 1), generator=gen)
+    seq = (start + stride * torch.arange(c.seq + 1)) % c.vocab
+    noise = torch.rand(seq.shape, generator=gen) < 0.1
+    seq = torch.where(noise, torch.randint(c.vocab, seq.shape, generator=gen), seq)
+    seq = seq.to(dev)
+    return seq[:, :-1], seq[:, 1:]
+
+
+@contextlib.contextmanager
+def precision(mode: str, dev):
+    """TF32 on for mode "tf32" only (restored after), autocast for the autocast modes."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    cuda = torch.device(dev).type == "cuda"
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+    try:
+        if mode.startswith(("bf16", "fp16")):
+            dtype = torch.bfloat16 if mode.startswith("bf16") else torch.float16
+            with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=dtype):
+                yield
+        else:
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def train(mode: str, steps: int = 30, seed: int = 0, c: Config | None = None, timed_steps: int = 10) -> dict:
+    """Train a fresh model (weights from ``seed``) for ``steps`` steps in ``mode`` and return the loss of every step;
+    on a GPU also time ``timed_steps`` more steps with :func:`gpucourse.timing.bench` (median ms per step) and report
+    the peak memory of the whole run."""
+    from gpucourse import device
+    from gpucourse.timing import bench
+
+    c = c or Config.for_mode()
+    dev = device.torch_device()
+    if mode == "tf32" and dev.type == "cuda" and not device.has_tf32():
+        raise RuntimeError("TF32 needs an Ampere or newer GPU (compute capability 8.0+)")
+    if mode.startswith("bf16") and dev.type == "cuda" and not device.has_bf16():
+        raise RuntimeError("bf16 autocast needs bf16 tensor cores (Ampere or newer, compute capability 8.0+)")
+    torch.manual_seed(seed)
+    model = TinyGPT(c).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=c.lr, fused=dev.type == "cuda")
+    scaler = torch.amp.GradScaler(dev.type, enabled=mode.startswith("fp16"))
+    gen = torch.Generator().manual_seed(seed + 1)
+    losses = []  # tensors, read after the run: no synchronization per step
+
+    def step():
+        x, y = batch(c, gen, dev)
+        with precision(mode, dev):
+            logits = model(x)
+            loss = F.cross_entropy(logits.float().view(-1, c.vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.detach())
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    for _ in range(steps):
+        step()
+    out = {"mode": mode, "seed": seed, "params": n_params(model), "config": dataclasses.asdict(c)}
+    curve = [float(v) for v in torch.stack(losses).cpu()]
+    out["losses"] = curve
+    out["final_loss"] = sum(curve[-5:]) / len(curve[-5:])
+    if dev.type == "cuda" and timed_steps:
+        r = bench(step, warmup_ms=0, rep_ms=0, min_reps=timed_steps, max_reps=timed_steps, flush_l2=False)
+        out["step_ms"] = r.median_ms
+        out["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    return out
+
+
+def compare(steps: int = 30, fp32_seeds=(0, 1, 2), modes=MODES, c: Config | None = None) -> dict:
+    """Every mode of ``modes`` this device runs (seed 0), plus fp32 at the other ``fp32_seeds`` for the run-to-run
+    spread of the final loss. Returns ``{"runs": {mode: train(...)}, "fp32_finals": [...], "skipped": {mode: why}}``.
+    """
+    from gpucourse import device
+
+    runs, skipped = {}, {}
+    for mode in modes:
+        if device.on_gpu() and ((mode == "tf32" and not device.has_tf32()) or
+                                (mode.startswith("bf16") and not device.has_bf16())):
+            skipped[mode] = "needs an Ampere or newer GPU"
+            continue
+        if not device.on_gpu() and mode in ("tf32", "fp16 autocast + GradScaler"):
+            skipped[mode] = "GPU only (TF32 and fp16 tensor cores)"
+            continue
+        runs[mode] = train(mode, steps=steps, seed=0, c=c)
+    finals = [runs["fp32"]["final_loss"]] if "fp32" in runs else []
+    for s in fp32_seeds[1:]:
+        finals.append(train("fp32", steps=steps, seed=s, c=c, timed_steps=0)["final_loss"])
+    return {"runs": runs, "fp32_finals": finals, "skipped": skipped}
+
+
+def summary(result: dict) -> str:
+    runs, finals = result["runs"], result["fp32_finals"]
+    lines = [f"{'mode':<28}{'step (ms)':>10}{'vs fp32':>9}{'peak GB':>9}{'final loss':>12}"]
+    base = runs.get("fp32", {}).get("step_ms")
+    for mode, r in runs.items():
+        ms = r.get("step_ms")
+        lines.append(f"{mode:<28}{(f'{ms:.1f}' if ms else '-'):>10}"
+                     f"{(f'{base / ms:.2f}x' if ms and base else '-'):>9}"
+                     f"{(format(r['peak_gb'], '.2f') if 'peak_gb' in r else '-'):>9}{r['final_loss']:>12.4f}")
+    for mode, why in result.get("skipped", {}).items():
+        lines.append(f"{mode:<28} skipped: {why}")
+    if len(finals) > 1:
+        lines.append(f"fp32 final loss over seeds {len(finals)} runs: {min(finals):.4f} .. {max(finals):.4f} "
+                     f"(spread {max(finals) - min(finals):.4f})")
+    return "\n".join(lines)
+
+
+def loss_floor(c: Config) -> float:
+    """Cross-entropy of a perfect predictor on this data: 90 % the counted token, 10 % uniform noise."""
+    p_right = 0.9 + 0.1 / c.vocab
+    p_other = 0.1 / c.vocab
+    return -(p_right * math.log(p_right) + (c.vocab - 1) * p_other * math.log(p_other))
