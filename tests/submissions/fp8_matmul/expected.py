@@ -1,0 +1,23 @@
+"""What `gpucourse grade` must say of each known submission of fp8_matmul.
+
+The cheat (torch._scaled_mm behind a dummy Triton launch) gives right answers, so today the grader passes it and flags
+the call for a human; failing it needs the checker to fail calls to forbidden aten ops (see the lesson 06 report:
+an ``Exercise.forbidden_ops`` checked in ``checker.evaluate``). When that lands, its entry becomes
+``{"status": "failed", "message": "aten._scaled_mm"}``.
+"""
+EXPECTED = {
+    "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
+    "wrong_no_ceil_division.py": {"status": "failed", "message": "elements never written",
+                                  "fails": ["16x16x16 (one tile, smaller than the block)"]},
+    "wrong_scales_twice.py": {"status": "failed", "message": "elements differ"},
+    "wrong_scales_not_applied.py": {"status": "failed", "message": "elements differ"},
+    "wrong_unmasked_k_tail.py": {"status": "failed", "message": "elements differ",
+                                 "fails": ["48x32, K=80 (K tail)"], "passes": ["64x64x64"]},
+    "wrong_fp8_accumulator.py": {"status": "failed", "message": "elements differ", "fails": ["64x64x64"]},
+    "wrong_float32_output.py": {"status": "failed", "message": "wrong dtype: expected bfloat16, got float32"},
+    "wrong_torch_not_triton.py": {"status": "failed", "message": "no Triton kernel was launched",
+                                  "flags": ["calls aten.mm"]},
+    "cheat_scaled_mm_behind_dummy_kernel.py": {"status": "passed", "message": "all 6 cases passed",
+                                               "flags": ["calls aten._scaled_mm"]},
+}
+GPU_ONLY = False
