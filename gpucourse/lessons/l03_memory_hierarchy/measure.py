@@ -21,8 +21,9 @@ QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path
 
 def solutions() -> dict:
     from gpucourse.solutions import cached_solutions
+    from . import LESSON
 
-    return cached_solutions("03_memory_hierarchy")
+    return cached_solutions(LESSON.notebook)
 
 
 

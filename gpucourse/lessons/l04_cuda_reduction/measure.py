@@ -1,6 +1,6 @@
 """Lesson 04: the reduction ladder against torch.sum and the copy ceiling, and sum_many against its alternatives.
 
-The ladder's kernels come from ``gpucourse.reduction_kernels`` (shared with the lesson); ``block_sum`` and
+The ladder's kernels come from ``reduction_kernels`` (shared with the notebook); ``block_sum`` and
 ``sum_many`` are the reference solutions of ``solutions/04_cuda_reduction.ipynb`` (the one place they live). Every
 ratio is measured within one run, timed the same way by ``gpucourse.timing.bench``. The lesson draws its tables and
 plots from what these functions return.
@@ -23,8 +23,9 @@ COMPILE_COUNT = 200
 
 def solutions() -> dict:
     from gpucourse.solutions import cached_solutions
+    from . import LESSON
 
-    return cached_solutions("04_cuda_reduction")
+    return cached_solutions(LESSON.notebook)
 
 
 def ladder(n: int = LADDER_N) -> dict:

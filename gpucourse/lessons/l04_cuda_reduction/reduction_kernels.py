@@ -1,6 +1,6 @@
 """Lesson 04's reduction ladder: four CUDA kernels that sum a float32 vector, each one step faster than the last.
 
-The lesson shows and measures them, the benchmark (bench_suites/cuda04.py) times them: they live here so both use
+The lesson shows and measures them, the benchmark (``bench.py``) times them: they live here so both use
 the same source. (The exercises' reference solutions live in solutions/04_cuda_reduction.ipynb instead.)
 
 ``KERNELS`` is torch-free CUDA C++ (``gpucourse.cuda_build.compile_check`` compiles it with nvcc alone, in CPU

@@ -13,8 +13,9 @@ from gpucourse.timing import bench, copy_gbps, interleaved, settle
 
 def solutions() -> dict:
     from gpucourse.solutions import cached_solutions
+    from . import LESSON
 
-    return cached_solutions("05_triton")
+    return cached_solutions(LESSON.notebook)
 
 
 @register("triton05_vector_add")
@@ -82,7 +83,7 @@ def matmul_bench() -> dict:
     """The workbook's matmul against cuBLAS, and the fused ``silu(a @ b + bias)`` against torch's unfused chain.
 
     On GPUs with tensor descriptors (compute capability 9.0+) the lesson's Hopper kernel
-    (:mod:`gpucourse.hopper_matmul`) is timed beside the workbook's, and the fused-epilogue target is checked on it;
+    (:mod:`gpucourse.lessons.l05_triton.hopper_matmul`) is timed beside the workbook's, and the fused-epilogue target is checked on it;
     elsewhere on the workbook's. Compute-bound timings wander with the clocks, so everything here is timed after
     :func:`settle`, in 300 ms windows, five rounds taken in turns (median of the rounds' medians).
     """
@@ -128,7 +129,7 @@ def matmul_bench() -> dict:
             sweep[name].append(bench(fn, x, y, flops=2 * s**3, dtype=torch.bfloat16).tflops)
     best = "triton hopper" if "triton hopper" in kernels else "triton"
     out = {"shape": [m, n, k], "dtype": "bfloat16", "timing": "settle, then 5 interleaved rounds of 300 ms",
-           "hopper_kernel": None if hopper_missing else "gpucourse.hopper_matmul",
+           "hopper_kernel": None if hopper_missing else "gpucourse.lessons.l05_triton.hopper_matmul",
            "hopper_unavailable_because": hopper_missing,
            "tflops": {name: r.typical.tflops for name, r in mm.items()},
            "fused_ms": {name: r.median_ms for name, r in fused.items()},

@@ -14,7 +14,7 @@ capability 9.0 and newer (H100, H200, Blackwell):
 :func:`matmul` takes the workbook's arguments (``matmul(a, b, bias=None, activation="none")``, ``activation``
 "none" or "silu") and does what the workbook's does with them; :func:`unsupported` says why a call cannot take
 this path (an older GPU, float32, a row not 16-byte aligned...) so callers can fall back to the portable kernel.
-Measured in ``gpucourse.bench_suites.triton05``.
+Measured in the lesson's ``bench.py``.
 """
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ from .. import trainloop
 from gpucourse.grading.exercise import Case, Exercise
 
 STATEMENT = """\
-Rewrite `gpucourse.trainloop.train_naive` as `train_fast(model, opt, batches)`: the same training (one SGD step per
-(x, y) batch in `batches`, cross-entropy loss, same order) and the same results, but without any synchronization
+Rewrite `trainloop.train_naive` (lesson 02's `gpucourse.lessons.l02_async_pipeline.trainloop`) as
+`train_fast(model, opt, batches)`: the same training (one SGD step per (x, y) batch in `batches`, cross-entropy
+loss, same order) and the same results, but without any synchronization
 between the CPU and the GPU anywhere in the function. Return a dict of *device* tensors — the caller reads them once,
 after the loop:
   "losses":   1-D float tensor, the loss of every step (NaN where the loss was NaN),
