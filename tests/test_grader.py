@@ -1,12 +1,13 @@
-"""The batch grader (`gpucourse grade`) against the known-wrong and known-right submissions in tests/submissions/.
+"""The batch grader (`gpucourse grade`): its report's contract (JSON schema, CSV rows, exit status, which case
+failed), usage errors, and the grader's internals with messages forged by hand.
 
-The whole folder is graded once, through the real command line with --jobs 2, and every file must get its expected
-status for the expected reason. Adding a submission file without adding it to EXPECTED fails the suite.
+The verdicts of the known submissions in tests/submissions/ are tests/test_known_submissions.py's; the contract tests
+here read the same graded vector_add report (the ``known_grades`` fixture grades each folder once per test run).
 """
 from __future__ import annotations
 
 import csv
-import json
+import io
 import os
 import subprocess
 import sys
@@ -16,53 +17,11 @@ import time
 import pytest
 import torch
 
-import gpucourse
 from gpucourse.grading.exercise import get
 from gpucourse.grading import checker, grader, protocol
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOLDER = os.path.join(HERE, "submissions", "vector_add")
-# Seconds per submission. The two that hang on purpose are graded in a second call with a short limit, so the limit
-# for everything else can be generous: a loaded 2-core CI machine must not turn a slow, correct submission into a
-# timeout. On a GPU each worker also initialises CUDA and compiles into its own Triton cache.
-TIMEOUT = 180 if gpucourse.on_gpu() else 120
-HANG_TIMEOUT = 10
-HANGS = ("hang_infinite_loop.py", "timeout_import.py")
-
-# file -> (status, substring of the message (None: any), substrings that must appear among the flags)
-EXPECTED = {
-    "right_basic.py": ("passed", "all 6 cases passed", []),
-    "right_strided_kernel.py": ("passed", "all 6 cases passed", []),
-    "right_noisy_prints.py": ("passed", "all 6 cases passed", ["MB of output"]),
-    "right_notebook_magics_plot.ipynb": ("passed", "all 6 cases passed", []),
-    "wrong_unwritten_tail.py": ("failed", "elements never written", []),
-    "wrong_hardcoded_size.py": ("failed", "past the end of a 1-element output", []),
-    "wrong_torch_not_triton.py": ("failed", "no Triton kernel was launched", ["calls aten.add"]),
-    "wrong_dtype.py": ("failed", "wrong dtype: expected float32, got float16", []),
-    "wrong_nan.py": ("failed", "NaN", []),
-    "wrong_oob_write.py": ("failed", "out-of-bounds write", []),
-    "wrong_inplace_input.py": ("failed", "modified its input", []),
-    "wrong_nondeterministic.py": ("failed", "nondeterministic", []),
-    "wrong_shape.py": ("failed", "wrong shape", []),
-    "wrong_sparse_output.py": ("failed", "layout sparse_coo", []),
-    "error_syntax.py": ("error", "syntax error", []),
-    "error_raises.py": ("error", "raised IndexError", []),
-    "error_missing_function.py": ("error", "does not define `vector_add`", []),
-    "error_not_implemented.py": ("error", "not implemented yet", []),
-    "hang_infinite_loop.py": ("timeout", "time limit", []),
-    "timeout_import.py": ("timeout", "time limit", []),
-    "crash_segfault.py": ("crashed", "SIGSEGV", ["ctypes"]),
-    "crash_abort.py": ("crashed", "SIGABRT", []),
-    "crash_os_exit.py": ("crashed", "exited (code 0)", ["exits or signals"]),
-    "cheat_monkeypatch_allclose.py": ("failed", "elements differ", ["monkeypatches torch", "reaches into the grader"]),
-    "cheat_cached_outputs.py": ("failed", "elements differ", []),
-    "cheat_gc_walk.py": ("failed", "elements differ", ["garbage collector"]),
-    "cheat_fake_print.py": ("failed", "elements differ", []),
-    "cheat_sys_exit.py": ("error", "exit(0)", []),
-    # The documented limitation: code in the worker can forge what the worker reports about itself (launches).
-    # The values are right, so it is not caught as wrong; it must be flagged for a human instead.
-    "cheat_forge_launch_count.py": (None, None, ["reaches into the grader", "calls aten.add"]),
-}
 
 
 def _grade(args, **kw):
@@ -71,54 +30,17 @@ def _grade(args, **kw):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """Everything but the two hangs in one call (its exit status, JSON order and CSV are what the contract tests
-    read), the hangs in a second; the report holds both calls' results."""
-    out = tmp_path_factory.mktemp("grade")
-    paths = [os.path.join(FOLDER, f) for f in sorted(os.listdir(FOLDER)) if f not in HANGS]
-    t0 = time.perf_counter()
-    proc = _grade(["vector_add", *paths, "--jobs", "2", "--timeout", str(TIMEOUT), "--json", str(out / "r.json"),
-                   "--csv", str(out / "r.csv")], timeout=1800)
-    seconds = time.perf_counter() - t0
-    print(f"graded {len(paths)} submissions in {seconds:.1f} s (--jobs 2)")
-    hangs = _grade(["vector_add", *[os.path.join(FOLDER, f) for f in HANGS], "--jobs", "2", "--timeout",
-                    str(HANG_TIMEOUT), "--json", str(out / "hangs.json")], timeout=600)
-    assert hangs.returncode == 0, hangs.stderr
-    report = json.loads((out / "r.json").read_text())
-    report["results"] += json.loads((out / "hangs.json").read_text())["results"]
-    return proc, report, out / "r.csv", paths
-
-
-def test_every_submission_file_has_an_expectation():
-    assert sorted(os.listdir(FOLDER)) == sorted(EXPECTED)
+def graded(known_grades):
+    """The first `gpucourse grade vector_add ...` call of tests/test_known_submissions.py (everything but the files
+    that hang on purpose, with --json and --csv): its exit status, report, CSV text and paths in order."""
+    call = known_grades("vector_add")["calls"][0]
+    return call, call["report"], call["csv"], call["paths"]
 
 
 def test_exit_status_zero_when_all_graded(graded):
-    proc, report, _, paths = graded
-    assert proc.returncode == 0, proc.stderr
-    assert [r["submission"] for r in report["results"]][:len(paths)] == paths  # paths as given, in order
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_status_and_reason(graded, name):
-    _, report, _, _ = graded
-    (r,) = [r for r in report["results"] if os.path.basename(r["submission"]) == name]
-    status, reason, flags = EXPECTED[name]
-    detail = f"{name}: {r['status']} {r['message']} {r['flags']}"
-    if status is not None:
-        assert r["status"] == status, detail
-    if reason is not None:
-        assert reason in r["message"], detail
-    for flag in flags:
-        assert any(flag in f for f in r["flags"]), detail
-    if r["status"] == "passed":
-        assert r["score"] == 1.0 and all(c["passed"] for c in r["checks"]), detail
-    elif r["status"] == "failed":
-        assert 0.0 <= r["score"] < 1.0 and not all(c["passed"] for c in r["checks"]), detail
-    else:
-        assert r["score"] == 0.0, detail
-    if status == "timeout":
-        assert r["seconds"] < HANG_TIMEOUT + 30, detail  # killed soon after its limit, process group and all
+    call, report, _, paths = graded
+    assert call["returncode"] == 0, call["stderr"]
+    assert [r["submission"] for r in report["results"]] == paths  # paths as given, in order
 
 
 def test_json_schema_exactly(graded):
@@ -151,11 +73,10 @@ def test_failed_checks_say_which_case(graded):
 
 
 def test_csv_one_row_per_submission(graded):
-    _, report, csv_path, paths = graded
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    _, report, csv_text, paths = graded
+    rows = list(csv.DictReader(io.StringIO(csv_text, newline="")))
     assert [r["submission"] for r in rows] == paths
-    for row, r in zip(rows, report["results"][:len(paths)]):
+    for row, r in zip(rows, report["results"]):
         assert row["status"] == r["status"]
         assert float(row["score"]) == pytest.approx(r["score"], abs=1e-4)
         assert row["message"] == r["message"]
@@ -189,69 +110,6 @@ def test_help_names_the_statuses():
 
 
 # --- judged exercises (Exercise.judge): the judge runs inside the isolated worker --------------------------------
-
-# exercise -> file -> (status (None: any), substring of the message (None: any), substrings that must appear among the
-# flags). A cheat that would pass in-process must fail here for the right reason, or (the documented limitation:
-# forging from inside the call) at least be flagged.
-JUDGED = {
-    "fix_training_loop": {
-        "right_device_metrics.py": ("passed", "all 2 cases passed", []),
-        "wrong_item_in_loop.py": ("failed", "Tensor.item at wrong_item_in_loop.py:19", []),
-        "wrong_results.py": ("failed", "'losses' differs from the reference loop", []),
-        "cheat_patch_detector.py": ("failed", "synchronization(s) inside train_fast", [
-            "gpucourse.syncs.detect", "the contents of gpucourse.syncs.READS", "the code of gpucourse.syncs.classify",
-            "SyncLog.__len__ (added)", "a TorchFunctionMode left on torch's stack"]),
-        "cheat_patch_comparisons.py": ("failed", "'losses' differs from the reference loop", [
-            "torch.allclose", "gpucourse.lessons.l02_async_pipeline.exercises.fix_training_loop.RTOL", "_global_forward_hooks",
-            "torch's dispatch"]),
-        "cheat_patch_in_call.py": ("failed", "synchronization(s) inside train_fast", [
-            "gpucourse.syncs.SyncLog.__bool__ (added)", "torch.equal"]),
-        "cheat_background_thread.py": ("error", "tampered with the judge", ["tampered with the judge", "threads"]),
-        "cheat_print_and_exit.py": ("error", "raised SystemExit: 0", []),
-        # Hooks switched off inside the call blind the detector in CPU mode (a GPU's sync debug mode still sees the
-        # syncs): the judge notices that it saw too few torch calls for the steps taken, and the source is flagged.
-        "cheat_disable_hooks_in_call.py": ("failed", "the sync detector saw only", ["switches off torch's dispatch"]),
-    },
-    "roofline_classify": {
-        "right_count_bytes.py": ("passed", "all 3 cases passed", []),
-        "wrong_no_output_bytes.py": ("failed", "(2x the right value)", []),
-        "cheat_lying_bound.py": ("failed", "bound expected 'compute', got 'memory'", []),
-        # Threads are not wrong in themselves (torch.compile leaves a pool): flagged, and judged as usual.
-        "right_thread_pool.py": ("passed", "all 3 cases passed", ["left threads running beside the judge"]),
-    },
-    "time_gpu": {  # both pass gpucourse.check in-process
-        "cheat_fake_queue.py": ("failed", "one call takes", []),
-        "cheat_lying_float.py": ("failed", "returned 0.001 ms; one call takes", []),
-    },
-}
-
-
-@pytest.mark.parametrize("exercise", sorted(JUDGED))
-def test_judged_submissions_get_their_verdict(exercise, tmp_path):
-    """One `gpucourse grade` call per exercise (a module fixture would be graded once per xdist worker)."""
-    folder = os.path.join(HERE, "submissions", exercise)
-    files = sorted(os.listdir(folder))
-    assert files == sorted(JUDGED[exercise]), "every submission needs an entry in JUDGED (and vice versa)"
-    proc = _grade([exercise, *[os.path.join(folder, f) for f in files], "--jobs", "2", "--timeout", str(TIMEOUT),
-                   "--json", str(tmp_path / "r.json")], timeout=1200)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["exercise"] == exercise and set(report) == {"exercise", "environment", "results"}
-    names = [c.name for c in get(exercise).cases]
-    wrong = []
-    for r, name in zip(report["results"], files):
-        assert os.path.basename(r["submission"]) == name
-        assert set(r) == {"submission", "status", "score", "message", "checks", "flags", "seconds"}
-        status, reason, flags = JUDGED[exercise][name]
-        detail = f"{name}: {r['status']} {r['message']!r} {r['flags']}"
-        if (status is not None and r["status"] != status) or (reason is not None and reason not in r["message"]) \
-                or not all(any(f in g for g in r["flags"]) for f in flags):
-            wrong.append(detail)
-        if r["status"] in ("passed", "failed"):  # a verdict for every case, as for compared exercises
-            assert [c["name"] for c in r["checks"]] == names, detail
-            assert r["score"] == sum(c["passed"] for c in r["checks"]) / len(names), detail
-        assert f"{r['status']:<8} {r['score']:.2f}  {r['message']}" in proc.stdout, detail  # the text report
-    assert not wrong, "\n".join(wrong)
 
 
 def test_judging_snapshot_undoes_what_a_submission_patches():

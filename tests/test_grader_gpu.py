@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import gpucourse
-from submissions_util import right_submission
+from submissions_util import describe, expectation, load_expected, misgraded, right_submission
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -23,7 +23,9 @@ def test_cuda_fault_is_contained(tmp_path):
                            "--json", str(out), "--timeout", "120"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     results = json.loads(out.read_text())["results"]
-    assert results[0]["status"] in ("crashed", "error"), results[0]
+    fault_expected = expectation(load_expected("gpu")["EXPECTED"]["crash_cuda_fault.py"], "gpu")
+    problems = misgraded(results[0], fault_expected)  # crashed or error: tests/submissions/gpu/expected.py
+    assert not problems, describe("crash_cuda_fault.py", results[0], problems)
     assert [r["status"] for r in results[1:]] == ["passed", "passed"], results[1:]
     assert "GB/s" in results[1]["message"]  # the speed line (GPU only), apart from the verdict
 

@@ -1,8 +1,10 @@
 """Lesson 04: the CUDA build helper, the NumPy block-reduction model, the two CUDA exercises and their checker.
 
 CPU mode: ptxas parsing from captured text, real nvcc compiles when nvcc is on PATH (skipped with the reason
-otherwise), the CPU verdicts of the known submissions in tests/submissions/{block_sum,sum_many}/. GPU (marked gpu):
-the batch grader's verdicts on the same submissions, and the reference solutions against the checker.
+otherwise), and what gpucourse.check says in CPU mode of the known submissions in tests/submissions/{block_sum,
+sum_many}/ (their expected.py's "cpu" keys: `gpucourse grade` needs a GPU for these exercises, and on one
+tests/test_known_submissions.py holds its verdicts to the same expected.py). GPU (marked gpu): the reference
+solutions against the checker, the ladder, the sanitizer demos.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from gpucourse import cuda_build
 from gpucourse.lessons.l04_cuda_reduction import reduction_kernels, reduction_sim
 from gpucourse.grading.exercise import get
 from gpucourse.grading import checker, launches
+from submissions_util import describe, expectation, load_expected, misgraded, submission_files
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 SUBS = os.path.join(HERE, "submissions")
@@ -170,32 +173,29 @@ def test_launch_counter_ignores_copies_and_fills():
                                           "at::native::FillFunctor<float>, ...>")
 
 
-CPU_VERDICTS = [  # (exercise, file, status, text in the message)
-    ("block_sum", "right_atomic_per_block.py", "needs gpu", "tree_sum"),
-    ("block_sum", "wrong_missing_syncthreads.py", "needs gpu", "tree_sum"),  # a race compiles: only a GPU finds it
-    ("block_sum", "wrong_unchecked_tail.py", "needs gpu", "tree_sum"),
-    ("block_sum", "error_compile.py", "error", '"total" is undefined'),
-    ("sum_many", "right_block_stride.py", "needs gpu", "many"),
-    ("sum_many", "wrong_unchecked_tail.py", "needs gpu", "many"),
-    ("sum_many", "wrong_launch_per_tensor.py", "needs gpu", "one_sum"),
-]
-
-
 @needs_nvcc
-@pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts (the GPU verdicts are in test_cuda04_gpu_grades)")
-@pytest.mark.parametrize("exercise,filename,status,text", CPU_VERDICTS)
-def test_cpu_mode_verdicts(exercise, filename, status, text):
-    r = gpucourse.check(exercise, load(exercise, filename), quiet=True)
-    assert r.status == status, r.report()
-    assert text in r.message
-    if status == "needs gpu":
-        assert "needs a CUDA GPU" in r.report() and "registers" in r.message
-
-
-def test_every_submission_has_a_cpu_verdict():
-    for exercise in ("block_sum", "sum_many"):
-        listed = {f for e, f, *_ in CPU_VERDICTS if e == exercise}
-        assert listed == set(os.listdir(os.path.join(SUBS, exercise))) - {"__pycache__"}
+@pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts (on a GPU tests/test_known_submissions.py grades "
+                                              "these submissions)")
+@pytest.mark.parametrize("exercise", ["block_sum", "sum_many"])
+def test_cpu_mode_verdicts(exercise):
+    """In CPU mode gpucourse.check compile-checks each known submission with nvcc and says what expected.py's "cpu"
+    keys say (a race or an unchecked tail compiles: only a GPU finds them)."""
+    settings = load_expected(exercise)
+    assert settings["GPU_ONLY"], f"{exercise}: `gpucourse grade` would grade it in CPU mode"
+    wrong = []
+    for name in submission_files(exercise):
+        if name not in settings["EXPECTED"]:
+            wrong.append(f"{name}: no expectation in tests/submissions/{exercise}/expected.py")
+            continue
+        r = gpucourse.check(exercise, load(exercise, name), quiet=True)
+        result = {"status": r.status, "message": r.message, "flags": [],
+                  "checks": [{"name": c.name, "passed": c.passed} for c in r.cases]}
+        problems = misgraded(result, expectation(settings["EXPECTED"][name], "cpu"))
+        if r.status == "needs gpu" and not ("needs a CUDA GPU" in r.report() and "registers" in r.message):
+            problems.append("a needs-gpu verdict must say that it needs a CUDA GPU and show the kernels' registers")
+        if problems:
+            wrong.append(describe(name, result, problems))
+    assert not wrong, f"{len(wrong)} misjudged in CPU mode:\n" + "\n".join(wrong)
 
 
 @pytest.mark.skipif(gpucourse.on_gpu(), reason="CPU-mode verdicts")
@@ -243,36 +243,7 @@ def test_cuda04_benchmarks_are_registered_gpu_only():
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# GPU: the batch grader's verdicts and the reference solutions
-
-
-GPU_EXPECTED = {  # (exercise, file) -> (status, text in the message)
-    ("block_sum", "right_atomic_per_block.py"): ("passed", "cases passed"),
-    ("block_sum", "wrong_missing_syncthreads.py"): ("failed", ("differ", "nondeterministic")),
-    ("block_sum", "wrong_unchecked_tail.py"): ("failed", "NaN"),
-    ("block_sum", "error_compile.py"): ("error", "CudaCompileError"),
-    ("sum_many", "right_block_stride.py"): ("passed", "cases passed"),
-    # reading past the end usually returns garbage (failed) but may fault (error): both are caught, never a pass
-    ("sum_many", "wrong_unchecked_tail.py"): (("failed", "error"), ("differ", "NaN", "illegal memory access",
-                                                                   "cudaErrorIllegalAddress")),
-    ("sum_many", "wrong_launch_per_tensor.py"): ("failed", "at most 1 allowed"),
-}
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("exercise", ["block_sum", "sum_many"])
-def test_cuda04_gpu_grades(exercise):
-    from gpucourse.grading import grader
-
-    files = sorted(f for e, f in GPU_EXPECTED if e == exercise)
-    report = grader.grade(get(exercise), [os.path.join(SUBS, exercise, f) for f in files], timeout=600, jobs=1)
-    for r in report["results"]:
-        status, text = GPU_EXPECTED[(exercise, os.path.basename(r["submission"]))]
-        detail = r["message"] + " | " + " ".join(c["detail"] for c in r["checks"])
-        texts = text if isinstance(text, tuple) else (text,)
-        statuses = status if isinstance(status, tuple) else (status,)
-        assert r["status"] in statuses and any(t in detail for t in texts), (r["submission"], r["status"],
-                                                                            detail[:2000])
+# GPU: the reference solutions (the batch grader's verdicts are tests/test_known_submissions.py's)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,15 @@
+"""What `gpucourse grade` must say of each known submission of block_sum."""
+# CUDA C++ kernels: `gpucourse grade` needs a GPU. "cpu" is what gpucourse.check says in CPU mode instead, where it
+# compile-checks the kernels with nvcc (tests/lessons/test_l04_cuda_reduction.py holds it to that).
+EXPECTED = {
+    "right_atomic_per_block.py": {"status": "passed", "message": "all 10 cases passed",
+                                  "cpu": {"status": "needs gpu", "message": "tree_sum"}},
+    # A race compiles: only a GPU finds it, as wrong values or as two runs that disagree.
+    "wrong_missing_syncthreads.py": {"status": "failed", "message": ("differ", "nondeterministic"),
+                                     "cpu": {"status": "needs gpu", "message": "tree_sum"}},
+    "wrong_unchecked_tail.py": {"status": "failed", "message": "NaN",
+                                "cpu": {"status": "needs gpu", "message": "tree_sum"}},
+    "error_compile.py": {"status": "error", "message": "error detected in the compilation",
+                         "cpu": {"status": "error", "message": '"total" is undefined'}},
+}
+GPU_ONLY = True

@@ -1,0 +1,8 @@
+"""What `gpucourse grade` must say of each known submission of gpu (graded as vector_add)."""
+EXERCISE = "vector_add"  # the folder holds submissions that only a GPU can grade
+EXPECTED = {
+    # A wild store (an illegal memory access): the worker dies or raises; tests/test_grader_gpu.py checks that the
+    # next submission is still graded.
+    "crash_cuda_fault.py": {"status": ("crashed", "error"), "message": None},
+}
+GPU_ONLY = True

@@ -1,0 +1,16 @@
+"""What `gpucourse grade` must say of each known submission of softmax."""
+EXPECTED = {
+    "right_softmax.py": {"status": "passed", "message": "all 11 cases passed",
+                         "passes": ["width 16384", "large magnitudes (x1e4)"]},
+    "wrong_no_max_subtraction.py": {"status": "failed", "message": "NaN",
+                                    "fails": ["large magnitudes (x1e4)", "large magnitudes (x1e4), fp16"],
+                                    "passes": ["width 1023", "width 16384", "strided rows: big[:, :w], w=777"]},
+    "wrong_fixed_block_width.py": {"status": "failed", "message": "elements never written",
+                                   "fails": ["width 1025", "width 16384", "width 16384, fp16",
+                                             "width 3001 (not a power of two), fp16"],
+                                   "passes": ["width 1", "width 1023", "large magnitudes (x1e4)"]},
+    "wrong_contiguous_only.py": {"status": "failed", "message": "cases failed",
+                                 "fails": ["strided rows: big[:, :w], w=777", "strided rows: big[::2], fp16, w=300"],
+                                 "passes": ["width 1025", "width 16384", "large magnitudes (x1e4)"]},
+}
+GPU_ONLY = False

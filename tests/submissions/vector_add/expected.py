@@ -1,0 +1,40 @@
+"""What `gpucourse grade` must say of each known submission of vector_add."""
+EXPECTED = {
+    "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
+    "right_strided_kernel.py": {"status": "passed", "message": "all 6 cases passed"},
+    "right_noisy_prints.py": {"status": "passed", "message": "all 6 cases passed", "flags": ["MB of output"]},
+    "right_notebook_magics_plot.ipynb": {"status": "passed", "message": "all 6 cases passed"},
+    "wrong_unwritten_tail.py": {"status": "failed", "message": "elements never written"},
+    "wrong_hardcoded_size.py": {"status": "failed", "message": "past the end of a 1-element output"},
+    "wrong_torch_not_triton.py": {"status": "failed", "message": "no Triton kernel was launched",
+                                  "flags": ["calls aten.add"]},
+    "wrong_dtype.py": {"status": "failed", "message": "wrong dtype: expected float32, got float16"},
+    "wrong_nan.py": {"status": "failed", "message": "NaN"},
+    "wrong_oob_write.py": {"status": "failed", "message": "out-of-bounds write"},
+    "wrong_inplace_input.py": {"status": "failed", "message": "modified its input"},
+    "wrong_nondeterministic.py": {"status": "failed", "message": "nondeterministic"},
+    "wrong_shape.py": {"status": "failed", "message": "wrong shape"},
+    "wrong_sparse_output.py": {"status": "failed", "message": "layout sparse_coo"},
+    "error_syntax.py": {"status": "error", "message": "syntax error"},
+    "error_raises.py": {"status": "error", "message": "raised IndexError"},
+    "error_missing_function.py": {"status": "error", "message": "does not define `vector_add`"},
+    "error_not_implemented.py": {"status": "error", "message": "not implemented yet"},
+    "hang_infinite_loop.py": {"status": "timeout", "message": "time limit"},
+    "timeout_import.py": {"status": "timeout", "message": "time limit"},
+    "crash_segfault.py": {"status": "crashed", "message": "SIGSEGV", "flags": ["ctypes"]},
+    "crash_abort.py": {"status": "crashed", "message": "SIGABRT"},
+    "crash_os_exit.py": {"status": "crashed", "message": "exited (code 0)", "flags": ["exits or signals"]},
+    "cheat_monkeypatch_allclose.py": {"status": "failed", "message": "elements differ",
+                                      "flags": ["monkeypatches torch", "reaches into the grader"]},
+    "cheat_cached_outputs.py": {"status": "failed", "message": "elements differ"},
+    "cheat_gc_walk.py": {"status": "failed", "message": "elements differ", "flags": ["garbage collector"]},
+    "cheat_fake_print.py": {"status": "failed", "message": "elements differ"},
+    "cheat_sys_exit.py": {"status": "error", "message": "exit(0)"},
+    # The documented limitation: code in the worker can forge what the worker reports about itself (launches).
+    # The values are right, so it is not caught as wrong; it must be flagged for a human instead.
+    "cheat_forge_launch_count.py": {"status": None, "message": None,
+                                    "flags": ["reaches into the grader", "calls aten.add"]},
+}
+GPU_ONLY = False
+# Graded in a second call with a short --timeout (they hang on purpose), so the limit for the rest can be generous.
+HANGS = ("hang_infinite_loop.py", "timeout_import.py")
