@@ -47,6 +47,8 @@ def fp8_result(shapes=FP8_SHAPES, rounds: int = 3) -> dict:
 def fp8_targets(res: dict) -> list:
     big = res["shapes"]["8192x8192x8192"]
     out = [target("fp8_matmul 8192^3 / torch._scaled_mm per-tensor", big["ratio"], 0.90),
+           target("fp8_matmul 8192^3 / torch._scaled_mm per-tensor, fast accumulation (like for like)",
+                  big["ratio_fast_accum"], 0.90),
            target("fp8_matmul 8192^3 / lesson 05 bf16 Triton matmul", res["vs_lesson05_bf16"]["ratio"], 1.6)]
     res["fp8_matmul_8192_pct_of_fp8_peak"] = (100 * big["tflops"]["yours"] / res["fp8_peak_tflops"]
                                               if res.get("fp8_peak_tflops") else None)
