@@ -6,6 +6,12 @@ exercise notebook is the same notebook with each such region replaced by a stub,
 ``# YOUR CODE HERE`` alone at top level (so the notebook still runs top to bottom). Outputs and execution counts are
 removed. ``python -m gpucourse.workbooks`` regenerates every exercise; ``--check`` only reports what is out of sync
 or leaks solution code, and exits 1 if anything is.
+
+Markdown cells have regions too, as HTML comments (invisible where the notebook is rendered): lines between
+``<!-- BEGIN SOLUTION -->`` and ``<!-- END SOLUTION -->`` are the solved workbook's alone and are dropped from the
+exercise; the lines inside ``<!-- EXERCISE`` ... ``-->`` are hidden in the solved workbook and shown in the exercise.
+So a workbook's introduction can say "solved" in one and "fill in" in the other, and :func:`says_solved` checks that
+no exercise says it is solved.
 """
 from __future__ import annotations
 
@@ -17,6 +23,14 @@ import sys
 BEGIN = re.compile(r"^(\s*)###\s*BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*###\s*END SOLUTION\s*$")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+MD_BEGIN = re.compile(r"^\s*<!--\s*BEGIN SOLUTION\s*-->\s*$")
+MD_END = re.compile(r"^\s*<!--\s*END SOLUTION\s*-->\s*$")
+MD_EXERCISE = re.compile(r"^\s*<!--\s*EXERCISE\s*$")
+MD_CLOSE = re.compile(r"^\s*-->\s*$")
+# What an exercise workbook must never say about itself.
+SOLVED_WORDS = re.compile(r"(?i)\bsolved\b|\bsolution below\b|\bsolutions? (?:live|lives) here\b|BEGIN SOLUTION")
 
 
 class WorkbookError(ValueError):
@@ -57,6 +71,36 @@ def strip_source(source: str, where: str = "cell") -> str:
     return "\n".join(out)
 
 
+def strip_markdown(source: str, where: str = "cell") -> str:
+    """A markdown cell as the exercise shows it: solution regions dropped, exercise-only regions shown."""
+    out, state = [], None  # None, "solution" or "exercise"
+    for n, line in enumerate(source.splitlines(), 1):
+        if state is None and MD_BEGIN.match(line):
+            state = "solution"
+        elif state is None and MD_EXERCISE.match(line):
+            state = "exercise"
+        elif state == "solution" and MD_END.match(line):
+            state = None
+        elif state == "exercise" and MD_CLOSE.match(line):
+            state = None
+        elif MD_BEGIN.match(line) or MD_END.match(line) or MD_EXERCISE.match(line):
+            raise WorkbookError(f"{where}, line {n}: markdown region markers do not pair up")
+        elif state != "solution":
+            out.append(line)
+    if state is not None:
+        raise WorkbookError(f"{where}: a markdown {state} region is not closed")
+    return "\n".join(out)
+
+
+def says_solved(exercise_text: str) -> list:
+    """Lines of an exercise notebook's markdown that call it solved or point at a solution in it."""
+    import json
+
+    cells = json.loads(exercise_text).get("cells", [])
+    return [line.strip() for c in cells if c.get("cell_type") == "markdown"
+            for line in "".join(c.get("source", "")).splitlines() if SOLVED_WORDS.search(line)]
+
+
 def solution_lines(source: str) -> list:
     """The non-trivial lines inside solution regions (what must never appear in an exercise)."""
     lines, inside = [], False
@@ -80,6 +124,8 @@ def make_exercise(nb, name: str = "notebook"):
             cell.source = strip_source(cell.source, f"{name}, cell {i}")
             cell.outputs = []
             cell.execution_count = None
+        elif cell.cell_type == "markdown":
+            cell.source = strip_markdown(cell.source, f"{name}, cell {i}")
         cell.metadata.pop("execution", None)
     return ex
 
@@ -129,6 +175,9 @@ def out_of_sync(root: str = ROOT) -> list:
             problems.append(f"{rel} is out of date with {os.path.relpath(sol, root)}")
         for line in leaks(sol, text):
             problems.append(f"{rel} leaks solution code: {line!r}")
+        for line in says_solved(text):
+            problems.append(f"{rel} says it is solved: {line!r} (wrap it in <!-- BEGIN SOLUTION --> ... "
+                            f"<!-- END SOLUTION --> in {os.path.relpath(sol, root)})")
     ex_dir = os.path.join(root, "exercises")
     if os.path.isdir(ex_dir):
         solved = {os.path.basename(s) for s, _ in pairs(root)}

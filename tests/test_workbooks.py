@@ -104,3 +104,29 @@ def test_unsolved_workbook_runs_and_solved_one_passes(tmp_path):
     ex_result, sol_result = json.loads(out.read_text())["results"]
     assert ex_result["status"] == "error" and "not implemented yet" in ex_result["message"]
     assert sol_result["status"] == "passed" and sol_result["score"] == 1.0
+
+
+@pytest.mark.parametrize("sol,ex", PAIRS, ids=IDS)
+def test_no_exercise_says_it_is_solved(sol, ex):
+    with open(ex) as f:
+        assert workbooks.says_solved(f.read()) == []
+
+
+def test_markdown_regions_split_the_solved_text_from_the_exercises(tmp_path):
+    md = ("# 09 · Something — workbook\n<!-- BEGIN SOLUTION -->\nThis is the solved workbook.\n<!-- END SOLUTION -->\n"
+          "<!-- EXERCISE\nFill in each function.\n-->\nThe end.")
+    sol = tmp_path / "solutions" / "09_x.ipynb"
+    sol.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(md), nbformat.v4.new_code_cell(
+        "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n")]), sol)
+    text = workbooks.render(str(sol))
+    shown = nbformat.reads(text, as_version=4).cells[0].source
+    assert shown == "# 09 · Something — workbook\nFill in each function.\nThe end."
+    assert workbooks.says_solved(text) == []
+    # Without the regions the exercise would say it is solved, and the check says which line.
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("This is the solved workbook.")]),
+                   sol)
+    assert workbooks.says_solved(workbooks.render(str(sol))) == ["This is the solved workbook."]
+    for unpaired in ("<!-- BEGIN SOLUTION -->\nx", "x\n<!-- END SOLUTION -->", "<!-- EXERCISE\nx"):
+        with pytest.raises(workbooks.WorkbookError):
+            workbooks.strip_markdown(unpaired)
