@@ -240,6 +240,10 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
                         "kernel[grid](...); torch operations such as x + y do not count")
     if ex.kind == "cuda" and _device.on_gpu() and n_launch == 0:
         problems.append("no CUDA kernel was launched: this exercise asks for your own CUDA kernel")
+    forbidden = launches.reference_calls(outcome.get("ops") or {}, ex.forbidden_ops)
+    if forbidden:
+        problems.append(f"calls {', '.join(forbidden)}: this exercise asks for your own kernel to compute the answer, "
+                        f"not this torch op (a kernel launched beside it does not count)")
     if ex.max_launches is not None and n_launch > ex.max_launches:
         problems.append(f"launched {n_launch} kernels per call; at most {ex.max_launches} allowed")
     return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, bad_mask=mask)

@@ -92,6 +92,7 @@ class Exercise:
     tolerance: dict = dataclasses.field(default_factory=dict)  # dtype name -> Tolerance, overriding the defaults
     determinism: str | None = "bitwise"  # run twice on the same inputs: "bitwise", "tolerance" or None
     reference_ops: tuple = ()  # aten op prefixes (e.g. "aten.add") whose use is flagged for a human look
+    forbidden_ops: tuple = ()  # aten op prefixes that fail a case when called (the answer must be the learner's kernel)
     max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
     gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint

@@ -1,9 +1,7 @@
 """What `gpucourse grade` must say of each known submission of fp8_matmul.
 
-The cheat (torch._scaled_mm behind a dummy Triton launch) gives right answers, so today the grader passes it and flags
-the call for a human; failing it needs the checker to fail calls to forbidden aten ops (see the lesson 06 report:
-an ``Exercise.forbidden_ops`` checked in ``checker.evaluate``). When that lands, its entry becomes
-``{"status": "failed", "message": "aten._scaled_mm"}``.
+The cheat (torch._scaled_mm behind a dummy Triton launch) gives right answers; it fails because the exercise forbids
+torch's matmul ops (``Exercise.forbidden_ops``), and the call is flagged for a human as well.
 """
 EXPECTED = {
     "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
@@ -17,7 +15,9 @@ EXPECTED = {
     "wrong_float32_output.py": {"status": "failed", "message": "wrong dtype: expected bfloat16, got float32"},
     "wrong_torch_not_triton.py": {"status": "failed", "message": "no Triton kernel was launched",
                                   "flags": ["calls aten.mm"]},
-    "cheat_scaled_mm_behind_dummy_kernel.py": {"status": "passed", "message": "all 6 cases passed",
+    "cheat_scaled_mm_behind_dummy_kernel.py": {"status": "failed",
+                                               "message": "calls aten._scaled_mm.default: this exercise asks for your "
+                                                          "own kernel",
                                                "flags": ["calls aten._scaled_mm"]},
 }
 GPU_ONLY = False

@@ -27,8 +27,8 @@ from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance
 STATEMENT = """\
 Write `fp8_matmul(a, b, scale_a, scale_b)` that returns `c = (a.float() * scale_a) @ (b.float() * scale_b)` as a
 new bfloat16 tensor of shape (M, N), computed by a Triton kernel you launch, with `tl.dot` on the FP8 tiles
-accumulating in float32 and the scales applied once to the sums: `torch._scaled_mm`, `torch.matmul` or `@` do not
-count. `a` is (M, K) and `b` is (K, N), both torch.float8_e4m3fn on the same device; `b` may be row-major or
+accumulating in float32 and the scales applied once to the sums: a call of `torch._scaled_mm`, `torch.matmul`, `@`
+or `torch.mm` inside your function fails the check, whatever kernel you launch beside it. `a` is (M, K) and `b` is (K, N), both torch.float8_e4m3fn on the same device; `b` may be row-major or
 column-major (K contiguous: the layout `torch._scaled_mm` wants), so use the strides. `scale_a` and `scale_b` are
 per-tensor float32 scales: 0-d tensors on that device (load them in the kernel; `.item()` would wait for the GPU).
 M, N and K are multiples of 16 but not of your block sizes: mask the K tail and the edges of M and N.
@@ -38,6 +38,8 @@ values, and the same kernel is checked through that dtype; the check on an FP8 G
 """
 
 FP8 = "float8_e4m3fn"
+# torch's matmuls: calling one fails the case (the answer must come from the learner's kernel) and is flagged.
+_MATMUL_OPS = ("aten._scaled_mm", "aten.mm", "aten.matmul", "aten.bmm", "aten.addmm", "aten.baddbmm")
 
 
 def operand_dtype() -> tuple:
@@ -120,7 +122,8 @@ EXERCISE = Exercise(
     ),
     tolerance={"bfloat16": Tolerance(8e-3, 4e-3)},  # see the module docstring
     determinism="bitwise",
-    reference_ops=("aten._scaled_mm", "aten.mm", "aten.matmul", "aten.bmm", "aten.addmm", "aten.baddbmm"),
+    reference_ops=_MATMUL_OPS,
+    forbidden_ops=_MATMUL_OPS,
     perf=Perf(baseline="reference", target=0.9, params={"m": 8192, "n": 8192, "k": 8192, "layout": "b k-major"},
               flops=fp8_flops),
 )
