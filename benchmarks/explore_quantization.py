@@ -20,6 +20,7 @@ Writes $OUT/explore_quantization.json (where $OUT is set) and benchmarks/results
 """
 import argparse
 import datetime
+import functools
 import json
 import os
 import subprocess
@@ -31,6 +32,7 @@ import gpucourse  # noqa: E402,F401  (first: selects the mode before triton load
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+from gpucourse.lessons.l07_quantization import bench as bench07  # noqa: E402
 from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant  # noqa: E402
 from gpucourse.timing import bench  # noqa: E402
 
@@ -186,11 +188,24 @@ def main():
         print(f"[tune {time.perf_counter() - t0:.0f} s] configs now {kernels.CONFIGS}", flush=True)
         crossover(rec)
     rec.doc["configs_used"] = json.loads(json.dumps(kernels.CONFIGS))
-    for m in (1,):
-        rec.save("peers", measure.peers(m=m))
+    # The workbook's solutions, with the rows path's best block sizes (their structure is the rows path's).
+    sol = bench07.solutions()
+    c8, c4 = kernels.CONFIGS["w8_rows"], kernels.CONFIGS["w4_rows"]
+    int8_sol = functools.partial(sol["int8_gemv"], BLOCK_N=c8["BLOCK_N"], BLOCK_K=c8["BLOCK_K"],
+                                 num_warps=c8["num_warps"])
+    int4_sol = functools.partial(sol["int4_gemv"], BLOCK_N=c4["BLOCK_N"], BLOCK_K=c4["BLOCK_K"],
+                                 num_warps=c4["num_warps"])
+    res = measure.peers(int8_fn=int8_sol, int4_fn=int4_sol,
+                        extra={"int8 (lesson kernel)": kernels.w8a16_gemv, "int4 (lesson kernel)": kernels.w4a16_gemv})
+    res["targets"] = bench07.gemv_targets(res)
+    rec.save("peers", res)
     print(f"[peers {time.perf_counter() - t0:.0f} s]", flush=True)
-    rec.save("sweep", measure.batch_sweep())
-    rec.save("mlp", measure.mlp_decode())
+    res = measure.batch_sweep()
+    res["targets"] = bench07.sweep_targets(res)
+    rec.save("sweep", res)
+    res = measure.mlp_decode()
+    res["targets"] = bench07.mlp_targets(res)
+    rec.save("mlp", res)
     print(f"[sweep+mlp {time.perf_counter() - t0:.0f} s]", flush=True)
     if args.grade:
         for ex in ("quantize_per_channel", "pack_int4", "unpack_int4", "int8_gemv", "int4_gemv"):

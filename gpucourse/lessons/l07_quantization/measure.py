@@ -76,9 +76,10 @@ def torchao_int8(w: torch.Tensor, compile: bool = True):
 
 
 def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int = GROUP, compile: bool = True,
-          with_torchao: bool = True, rounds: int = 3, bench_kw=None) -> dict:
+          with_torchao: bool = True, rounds: int = 3, bench_kw=None, extra=None) -> dict:
     """Time, per (N, K) shape at batch ``m``: bf16 cuBLAS, our int8 and int4 GEMVs, the torch paths and torchao,
     plus the copy ceiling for each weight format (its least bytes moved at the measured copy bandwidth).
+    ``extra``: more contenders, ``name -> fn`` taking the int8 arguments (a name starting "int8") or the int4 ones.
     Returns ``{"shapes": [...], "rows": [{shape, us: {name: µs}, ceiling_us: {...}, max_err: {...}}]}``."""
     int8_fn = int8_fn or kernels.w8a16_gemv
     int4_fn = int4_fn or kernels.w4a16_gemv
@@ -97,6 +98,11 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
             "int8 torch dequant+matmul": lambda: torch_dequant_int8(x, q8, s8),
             "int4 torch dequant+matmul": lambda: torch_dequant_int4(x, p4, s4, group_size),
         }
+        for name, fn in (extra or {}).items():
+            if name.startswith("int8"):
+                fns[name] = lambda fn=fn: fn(x, q8, s8)
+            else:
+                fns[name] = lambda fn=fn: fn(x, p4, s4, group_size)
         if compile and on_gpu:
             c8, c4 = torch.compile(torch_dequant_int8), torch.compile(torch_dequant_int4)
             fns["int8 torch.compile dequant+matmul"] = lambda: c8(x, q8, s8)
