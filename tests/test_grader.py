@@ -291,3 +291,21 @@ def test_worker_env_is_an_allow_list_with_its_own_caches(monkeypatch, tmp_path):
                     "TORCHINDUCTOR_CACHE_DIR", "HOME", "XDG_CACHE_HOME"):
             assert env[key].startswith(str(tmp)), key
     assert one["GPUCOURSE_CACHE"] != two["GPUCOURSE_CACHE"] and two["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_raised_message_is_the_exception_line_not_the_tracebacks_last_line():
+    cuda = ("Traceback (most recent call last):\n  File \"sub.py\", line 3, in sum_many\n    out = ext.many(ts)\n"
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+            "CUDA kernel errors might be asynchronously reported at some other API call.\n"
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+    assert grader.exception_line(cuda, "AcceleratorError") == \
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    nvcc = ("Traceback (most recent call last):\n  File \"x.py\", line 9, in block_sum\n"
+            "gpucourse.cuda_build.CudaCompileError: building block_sum failed:\n\n"
+            "cuda.cu(12): error: identifier \"total\" is undefined\n1 error detected in the compilation of \"cuda.cu\".\n")
+    assert grader.exception_line(nvcc, "CudaCompileError") == \
+        "gpucourse.cuda_build.CudaCompileError: building block_sum failed: cuda.cu(12): error: identifier \"total\" " \
+        "is undefined"
+    assert grader.exception_line("Traceback:\nIndexError: list index out of range", "IndexError") == \
+        "IndexError: list index out of range"
+    assert grader.exception_line("no exception line here", "ValueError") == "no exception line here"

@@ -433,10 +433,26 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
     expect("done")
 
 
+def exception_line(traceback_text: str, exc_type: str = "") -> str:
+    """The line of a traceback that says what was raised ("IndexError: index 5 is out of bounds"), not its last
+    line: torch's CUDA errors end with advice ("Compile with `TORCH_USE_CUDA_DSA` ...") and a compiler error with
+    its summary. A message that ends in ":" (a heading, as CudaCompileError's) gets its next line."""
+    lines = [ln.rstrip() for ln in traceback_text.strip().splitlines()]
+    names = {n for n in (exc_type, exc_type.rsplit(".", 1)[-1]) if n}
+    for i in range(len(lines) - 1, -1, -1):
+        head = lines[i].split(":", 1)[0].strip()
+        if head.rsplit(".", 1)[-1] in names or (not names and head.endswith(("Error", "Exception", "Exit", "Interrupt"))):
+            line = lines[i].strip()
+            if line.endswith(":"):
+                line += " " + next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "")
+            return line
+    return lines[-1].strip() if lines else ""
+
+
 def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: tuple = ()) -> None:
     """The submission raised on ``case`` (or, judged, tampered with what the judge relies on): status error."""
     result.status, result.score = "error", 0.0
-    last = (str(msg.get("traceback", "")).strip().splitlines() or [""])[-1][:200]
+    last = exception_line(str(msg.get("traceback", "")), str(msg.get("exc_type") or ""))[:200]
     if msg.get("tampered") is True and ex.judge is not None:  # the worker's isinstance(exc, judging.Tampered)
         what = f"tampered with the judge ({last.split(': ', 1)[-1]})"
         result.flags.append("tampered with the judge")

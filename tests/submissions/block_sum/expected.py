@@ -9,7 +9,7 @@ EXPECTED = {
                                      "cpu": {"status": "needs gpu", "message": "tree_sum"}},
     "wrong_unchecked_tail.py": {"status": "failed", "message": "NaN",
                                 "cpu": {"status": "needs gpu", "message": "tree_sum"}},
-    "error_compile.py": {"status": "error", "message": "error detected in the compilation",
+    "error_compile.py": {"status": "error", "message": '"total" is undefined',
                          "cpu": {"status": "error", "message": '"total" is undefined'}},
 }
 GPU_ONLY = True
