@@ -36,18 +36,20 @@ ACT_DTYPES = (torch.bfloat16, torch.float16)
 # Chosen by benchmarks/explore_quantization.py on an H100 (see its results file); the interpreter gets bigger
 # blocks and fewer programs, which is what makes it fast.
 CONFIGS = {
-    "w8_rows": dict(BLOCK_N=16, BLOCK_K=512, num_warps=4),
-    "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4),
-    "w4_rows": dict(BLOCK_N=16, BLOCK_K=512, num_warps=4),
-    "w4_dot": dict(BLOCK_M=16, BLOCK_N=64, num_warps=4, num_stages=4),
-    "rows_max_m": 4,  # M up to this uses the rows path, above it the dot path
+    "w8_rows": dict(BLOCK_N=4, BLOCK_K=1024, num_warps=4),
+    "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
+    "w4_rows": dict(BLOCK_N=8, BLOCK_K=1024, num_warps=4),
+    "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
+    "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
+    "w4_rows_max_m": 3,
 }
 CPU_CONFIGS = {
     "w8_rows": dict(BLOCK_N=32, BLOCK_K=256),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64),
     "w4_rows": dict(BLOCK_N=32, BLOCK_K=256),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32),
-    "rows_max_m": 4,
+    "w8_rows_max_m": 4,
+    "w4_rows_max_m": 4,
 }
 
 
@@ -222,7 +224,7 @@ def w8a16_gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, **config) 
     x, q, scale = x.contiguous(), q.contiguous(), scale.contiguous()
     m = x.shape[0]
     cfg = configs()
-    rows = config.pop("rows", m <= cfg["rows_max_m"])
+    rows = config.pop("rows", m <= cfg["w8_rows_max_m"])
     c = dict(cfg["w8_rows" if rows else "w8_dot"], **config)
     warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
@@ -263,7 +265,7 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
     x, packed, scales = x.contiguous(), packed.contiguous(), scales.contiguous()
     m = x.shape[0]
     cfg = configs()
-    rows = config.pop("rows", m <= cfg["rows_max_m"])
+    rows = config.pop("rows", m <= cfg["w4_rows_max_m"])
     c = dict(cfg["w4_rows" if rows else "w4_dot"], **config)
     warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
     per_step = max(1, c.get("BLOCK_K", group_size) // group_size)
