@@ -1,1 +1,0 @@
-"""Lesson 07's exercises: one module per exercise, each defining EXERCISE (found by gpucourse.grading.exercise)."""
