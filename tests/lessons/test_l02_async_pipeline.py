@@ -56,31 +56,12 @@ def test_item_in_the_loop_fails_with_op_and_line():
     assert "(x8)" in text
 
 
-def train_fast_but_synchronizes_each_step(model, opt, batches):
-    """train_fixed with an explicit gpucourse.synchronize() in the loop: a GPU would wait at every step."""
-    dev = next(model.parameters()).device
-    losses = torch.empty(len(batches), device=dev)
-    correct = torch.zeros((), dtype=torch.long, device=dev)
-    nan_seen = torch.zeros((), dtype=torch.bool, device=dev)
-    for i, (x, y) in enumerate(batches):
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits, y)
-        nan_seen |= torch.isnan(loss)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses[i] = loss.detach()
-        correct += (logits.argmax(1) == y).sum()
-        gpucourse.synchronize()  # the explicit wait the checker must see, in either mode
-    return {"losses": losses, "accuracy": correct / sum(len(y) for _, y in batches), "nan_seen": nan_seen}
-
-
 def test_explicit_gpucourse_synchronize_in_the_loop_fails_with_its_line():
-    v = _verdict("fix_training_loop", train_fast_but_synchronizes_each_step)
+    """In-process (gpucourse.check), as a learner sees it; the grader's verdict on the same file is in expected.py."""
+    v = _verdict("fix_training_loop", _submission("wrong_explicit_synchronize.py"))
     assert v["status"] == "failed"
     text = " ".join(v["cases"]["8 steps"].problems)
-    assert "gpucourse.synchronize" in text and "test_l02_async_pipeline.py:" in text and "(x8)" in text
+    assert "gpucourse.synchronize at wrong_explicit_synchronize.py:24" in text and "(x8)" in text
     assert "the explicit wait the checker must see" in text
     assert "differs from the reference" not in text  # the results are right: only the wait fails it
 

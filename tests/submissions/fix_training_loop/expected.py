@@ -4,6 +4,10 @@
 EXPECTED = {
     "right_device_metrics.py": {"status": "passed", "message": "all 2 cases passed"},
     "wrong_item_in_loop.py": {"status": "failed", "message": "Tensor.item at wrong_item_in_loop.py:19"},
+    # An explicit wait is a synchronization too, reported at the learner's line (the results are right: only the wait
+    # fails it).
+    "wrong_explicit_synchronize.py": {"status": "failed",
+                                      "message": "gpucourse.synchronize at wrong_explicit_synchronize.py:24"},
     "wrong_results.py": {"status": "failed", "message": "'losses' differs from the reference loop"},
     "cheat_patch_detector.py": {"status": "failed", "message": "synchronization(s) inside train_fast", "flags": [
         "gpucourse.syncs.detect", "the contents of gpucourse.syncs.READS", "the code of gpucourse.syncs.classify",
