@@ -10,10 +10,11 @@ does not wait for the queue measures the launch, not the work.
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
 import time
 
-from . import device
+from . import device, timing
 
 _queue: queue.Queue | None = None
 _cycles_per_ms: float | None = None
@@ -55,17 +56,8 @@ def cycles_per_ms() -> float:
 
         device.require_gpu("cycles_per_ms")
         cycles = 2_000_000
-        torch.cuda._sleep(cycles)  # first launch: module load
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        runs = []
-        for _ in range(5):
-            start.record()
-            torch.cuda._sleep(cycles)
-            end.record()
-            end.synchronize()
-            runs.append(start.elapsed_time(end))
-        _cycles_per_ms = cycles / sorted(runs)[2]
+        runs = timing.event_times(lambda: torch.cuda._sleep(cycles), reps=5)  # after one untimed call (module load)
+        _cycles_per_ms = cycles / statistics.median(runs)
     return _cycles_per_ms
 
 
