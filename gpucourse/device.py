@@ -43,6 +43,38 @@ def _requested_mode() -> str | None:
     return value
 
 
+def _autotune_in_interpreter() -> None:
+    """CPU mode: make ``@triton.autotune`` usable in Triton's interpreter, where its benchmarking has no GPU driver
+    and fails ("0 active drivers"). An autotuned kernel then runs with its first config, untimed, and says so once.
+    Called after TRITON_INTERPRET is set; does nothing where Triton is not installed."""
+    try:
+        from triton.runtime import autotuner
+    except Exception:  # no Triton (macOS, Windows), or one too old to have the autotuner here
+        return
+    cls = autotuner.Autotuner
+    if getattr(cls, "_gpucourse_first_config", False):
+        return
+    original = cls.run
+
+    def run(self, *args, **kwargs):
+        configs = self.configs
+        if len(configs) <= 1:
+            return original(self, *args, **kwargs)
+        if not getattr(self, "_gpucourse_noted", False):
+            self._gpucourse_noted = True
+            name = getattr(getattr(self, "fn", None), "__name__", "kernel")
+            print(f"[gpucourse] CPU mode: @triton.autotune on {name} used the first of its {len(configs)} configs "
+                  f"({configs[0]}) without timing them: timing configs needs a GPU.")
+        self.configs = configs[:1]
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = configs
+
+    cls.run = run
+    cls._gpucourse_first_config = True
+
+
 def select_mode(mode: str | None = None) -> str:
     """Choose GPU or CPU mode and prepare Triton for it. Returns the mode.
 
@@ -69,6 +101,7 @@ def select_mode(mode: str | None = None) -> str:
                 "starting Python."
             )
         os.environ["TRITON_INTERPRET"] = "1"
+        _autotune_in_interpreter()
     elif _mode == "cpu" and "triton" in sys.modules:
         raise ImportOrderError(
             "CPU mode was already selected and Triton is loaded in interpreter mode; restart the kernel to switch "

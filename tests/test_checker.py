@@ -265,3 +265,14 @@ def test_measure_perf_declares_flops_and_times_the_copy_baseline(monkeypatch):
                                                       bytes=vector_add.perf.bytes))
     p = checker.measure_perf(small, lambda x, y: x + y)
     assert copies == [12_000 // 2] and "a torch copy of the same bytes (4 GB/s)" in p["text"]
+
+
+def test_an_autotuned_kernel_runs_in_cpu_mode_and_says_what_it_did(capsys):
+    """@triton.autotune needs a GPU to time its configs; in CPU mode the first config runs, with one note."""
+    autotuned = right_submission("right_autotuned.py")
+    r = gpucourse.check("vector_add", autotuned, quiet=True)
+    assert r.passed, r.report()
+    out = capsys.readouterr().out
+    if not gpucourse.on_gpu():
+        assert out.count("@triton.autotune on add_kernel used the first of its 2 configs") == 1
+        assert "timing configs needs a GPU" in out

@@ -1,6 +1,7 @@
 """What `gpucourse grade` must say of each known submission of vector_add."""
 EXPECTED = {
     "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
+    "right_autotuned.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_strided_kernel.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_noisy_prints.py": {"status": "passed", "message": "all 6 cases passed", "flags": ["MB of output"]},
     "right_notebook_magics_plot.ipynb": {"status": "passed", "message": "all 6 cases passed"},
