@@ -276,3 +276,20 @@ def test_an_autotuned_kernel_runs_in_cpu_mode_and_says_what_it_did(capsys):
     if not gpucourse.on_gpu():
         assert out.count("@triton.autotune on add_kernel used the first of its 2 configs") == 1
         assert "timing configs needs a GPU" in out
+
+
+def test_empty_like_of_a_strided_input_is_guarded_too():
+    """An unmasked store past an output made by torch.empty_like(x[::2]) lands in a guard band (it used to corrupt
+    the heap and kill the process in CPU mode); a transposed input keeps its strides, as torch.empty_like does."""
+    from gpucourse.grading import guards
+
+    a = torch.randn(64)
+    with guards.poisoned_allocations() as records:
+        out = torch.empty_like(a[::2])
+        t = torch.empty_like(torch.randn(4, 6).t())
+    assert out.is_contiguous() and out.shape == (32,) and len(records) == 2
+    assert t.stride() == (1, 6) and t.shape == (6, 4)
+    assert guards.dense(torch.randn(4, 6).t()) and not guards.dense(a[::2]) and guards.dense(torch.randn(1, 5)[:, :])
+    buf, n = records[0]
+    buf[n:n + 3] = 0  # what an unmasked store past the end does
+    assert "wrote 3 element(s) past the end of a 32-element output" in " ".join(guards.overruns(records))

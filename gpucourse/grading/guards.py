@@ -8,7 +8,7 @@
   a guard band after its end. After the call, a changed canary means the code wrote out of bounds.
 
 What is caught: stores past either end of an input, into the gaps of a strided input, or up to ``GUARD`` elements
-past the end of an output allocated with the wrapped functions. What is not: stores further away than the guard band,
+past the end of an output allocated with the wrapped functions (``empty_like`` of a strided input included). What is not: stores further away than the guard band,
 into outputs allocated another way (``torch.zeros``, preallocated globals), or into unrelated memory (those can crash
 the process, which the batch grader reports as ``crashed``).
 """
@@ -130,6 +130,17 @@ def canary_damage(arg: dict, after: torch.Tensor) -> list:
 # Outputs: wrap torch's uninitialised allocators while the learner's code runs.
 
 
+def dense(t: torch.Tensor) -> bool:
+    """``t``'s elements fill a block of memory without gaps or overlaps, in some order of its dimensions (what
+    ``torch.empty_like`` keeps the strides of)."""
+    expected = 1
+    for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), t.shape[d])):
+        if t.shape[d] != 1 and t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
 def _shape_of(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         return tuple(size[0])
@@ -143,7 +154,7 @@ def poisoned_allocations(guard: int = GUARD):
     records = []
     orig_empty, orig_empty_like, orig_new_empty = torch.empty, torch.empty_like, torch.Tensor.new_empty
 
-    def alloc(shape, dtype, device, requires_grad=False):
+    def alloc(shape, dtype, device, requires_grad=False, stride=None):
         n = 1
         for s in shape:
             n *= int(s)
@@ -153,7 +164,7 @@ def poisoned_allocations(guard: int = GUARD):
         poison_(buf[:n])
         band_(buf[n:])
         records.append((buf, n))
-        out = buf[:n].view(shape)
+        out = buf[:n].view(shape) if stride is None else buf.as_strided(shape, stride)
         return out.requires_grad_() if requires_grad else out
 
     simple_keys = {"dtype", "device", "requires_grad"}
@@ -169,10 +180,13 @@ def poisoned_allocations(guard: int = GUARD):
         return poison_(orig_empty(*size, **kw))
 
     def empty_like(x, *args, **kw):
-        if not args and set(kw) <= simple_keys and x.is_contiguous() and x.layout == torch.strided:
+        # torch.empty_like keeps the strides of a dense tensor (a transpose) and makes any other one (a strided view
+        # such as x[::2]) contiguous: the guarded buffer does the same, so strided inputs' outputs get a band too.
+        if not args and set(kw) <= simple_keys and x.layout == torch.strided:
             out = alloc(tuple(x.shape), kw.get("dtype") or x.dtype,
                         torch.device(kw["device"]) if kw.get("device") is not None else x.device,
-                        kw.get("requires_grad", False))
+                        kw.get("requires_grad", False),
+                        stride=None if x.is_contiguous() or not dense(x) else tuple(x.stride()))
             if out is not None:
                 return out
         return poison_(orig_empty_like(x, *args, **kw))
