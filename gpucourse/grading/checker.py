@@ -163,6 +163,42 @@ def run_call(ex, fn, args: list) -> dict:
             "ops": dict(ops), "overruns": guards.overruns(records)}
 
 
+def _storage(t) -> int | None:
+    """Where a dense tensor's memory starts (its storage), or None for what has no plain storage or no elements."""
+    try:
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.numel() == 0 or t.device.type == "meta":
+            return None
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def aliasing(args: list, out, out2) -> list:
+    """Problems with *where* the output lives: in an input's memory (``return x``, or a view of it), or in the same
+    memory on both calls (a buffer kept between calls: the second call overwrites what the first returned, and a
+    race can no longer show as two different answers)."""
+    problems, where = [], _storage(out)
+    if where is not None:
+        for i, a in enumerate(args):
+            tensors = [a["buffer"]] if "buffer" in a else \
+                [v for v in (a["value"] if isinstance(a["value"], (list, tuple)) else [a["value"]])
+                 if isinstance(v, torch.Tensor)]
+            if any(_storage(t) == where for t in tensors):
+                view = guards.view_of(a) if "buffer" in a else None
+                if view is not None and (out.data_ptr(), out.shape, out.stride()) == \
+                        (view.data_ptr(), view.shape, view.stride()):
+                    problems.append(f"your output is your input: the tensor returned is argument {i + 1} itself; "
+                                    f"compute the result into a new tensor")
+                else:
+                    problems.append(f"your output shares memory with argument {i + 1} (a view of it, or written "
+                                    f"into it): compute the result into a new tensor")
+                break
+    if where is not None and _storage(out2) == where:
+        problems.append("both calls returned the same memory: a buffer kept between calls is overwritten by the next "
+                        "call (and hides a race); allocate the output inside the function, on every call")
+    return problems
+
+
 def run_case(ex, fn, args: list) -> dict:
     """Everything the verdict needs from the learner's side for one case: output, a second output on a fresh copy
     of the same inputs (determinism), the input buffers afterwards (canaries), launches and ops."""
@@ -171,12 +207,13 @@ def run_case(ex, fn, args: list) -> dict:
     outcome = dict(first, buffers_after=[a.get("buffer") for a in args], out2=None)
     if second is not None:
         outcome["out2"] = run_call(ex, fn, second)["out"]
+    outcome["aliasing"] = aliasing(args, outcome["out"], outcome["out2"])
     return outcome
 
 
 def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) -> CaseResult:
     """The verdict for one case, from the pristine inputs, the reference output and what the learner's call did."""
-    problems, hints, mask = [], [], None
+    problems, hints, mask = list(outcome.get("aliasing") or []), [], None
     out = outcome["out"]
     is_tensor_answer = isinstance(expected, torch.Tensor)
     if is_tensor_answer:
@@ -207,8 +244,8 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
         changed = ~(guards.bits(before_v) == guards.bits(after_v)) if guards.supported(after.dtype) \
             else ~(before_v == after_v)
         if bool(changed.any()):
-            problems.append(f"modified its input ({name}): {int(changed.sum())} element(s) changed; "
-                            f"write the result to a new tensor")
+            problems.insert(0, f"modified its input ({name}): {int(changed.sum())} element(s) changed; "
+                               f"write the result to a new tensor")  # the cause of what else is wrong, first
         damage = guards.canary_damage(a, after)
         if damage:
             last = guards.span(a["shape"], a["stride"]) - 1

@@ -241,7 +241,8 @@ def _outcome(msg: dict, n_args: int) -> dict:
         return {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers,
                 "triton_launches": _counts(msg.get("triton_launches")),
                 "cuda_launches": _counts(msg.get("cuda_launches")), "ops": _counts(msg.get("ops")),
-                "overruns": [str(s) for s in list(msg.get("overruns") or [])[:10]]}
+                "overruns": [str(s) for s in list(msg.get("overruns") or [])[:10]],
+                "aliasing": [str(s) for s in list(msg.get("aliasing") or [])[:10]]}
     except (KeyError, TypeError, ValueError, RuntimeError, OverflowError) as exc:
         raise protocol.Malformed(f"unreadable result ({type(exc).__name__})") from None
 

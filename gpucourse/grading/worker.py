@@ -175,7 +175,8 @@ def main(argv=None) -> int:
                               buffers_after=[b.detach().to("cpu", copy=True) if b is not None else None
                                              for b in outcome["buffers_after"]],
                               triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
-                              ops=outcome["ops"], overruns=outcome["overruns"])
+                              ops=outcome["ops"], overruns=outcome["overruns"],
+                              aliasing=outcome["aliasing"])
             except BaseException as exc:  # noqa: BLE001
                 flush()
                 reply("raised", index=msg["index"], exc_type=type(exc).__name__,

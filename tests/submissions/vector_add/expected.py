@@ -8,6 +8,9 @@ EXPECTED = {
     "wrong_unwritten_tail.py": {"status": "failed", "message": "elements never written"},
     "wrong_unmasked_empty_like.py": {"status": "failed", "message": "past the end of a 1-element output it allocated",
                                      "fails": ["strided x[::2], n=777"]},
+    "wrong_returns_input.py": {"status": "failed", "message": "your output is your input: the tensor returned is "
+                                                          "argument 1 itself"},
+    "cheat_reused_output.py": {"status": "failed", "message": "both calls returned the same memory"},
     "wrong_hardcoded_size.py": {"status": "failed", "message": "past the end of a 1-element output"},
     "wrong_torch_not_triton.py": {"status": "failed", "message": "no Triton kernel was launched",
                                   "flags": ["calls aten.add"]},
