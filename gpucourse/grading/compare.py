@@ -132,6 +132,9 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
             first = int(flat_bad.nonzero()[0])
             problems.append(f"{n_bad} wrong elements are all 0 (first at index {_fmt_idx(_index(first, got.shape))})"
                             f": elements never written into a zero-initialised output?")
+    scaled_rows = None if n_never else _scaled_rows_problem(e, g, bad, exp_c.dtype)
+    if scaled_rows:
+        problems.append(scaled_rows)
     nan_bad = int((torch.isnan(g) & ~torch.isnan(e) & ~never).sum())
     inf_bad = int((torch.isinf(g) & ~torch.isinf(e)).sum())
     if nan_bad or inf_bad:
@@ -143,9 +146,40 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
               if bool((bad & fin).any()) else "no finite element is wrong")
     problems.append(f"{n_bad} of {numel} elements differ (first mismatches: {shown}); {errors} "
                     f"(tolerance: rtol {rtol:g}, atol {atol:.3g} = {atol_scale:g} x max|expected|)")
-    hints = _precision_hints(e, g, bad & fin, exp_c.dtype, hint_tf32)
+    hints = [] if scaled_rows else _precision_hints(e, g, bad & fin, exp_c.dtype, hint_tf32)
     return Mismatch(ok=False, problems=problems, n_bad=n_bad, numel=numel, max_abs=max_abs, max_rel=max_rel,
                     bad_mask=bad, hints=hints)
+
+
+# Relative rounding noise of an output dtype (a few ulps), below which a row's scale factor is not told apart from 1.
+_ROW_NOISE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _scaled_rows_problem(e, g, bad, dtype) -> str | None:
+    """For a row-normalised output (2-D, every reference row >= 0 and summing to 1, as a softmax's): when each wrong
+    row is the right row times one factor below 1, the row's sum (the normaliser) is too large -- in a kernel that
+    loads a block wider than the row, the masked-off lanes were loaded as 0 instead of -inf. None otherwise."""
+    noise = _ROW_NOISE.get(dtype)
+    if noise is None or e.dim() != 2 or e.shape[1] < 2 or not bool(torch.isfinite(e).all() & torch.isfinite(g).all()):
+        return None
+    if bool((e < 0).any()) or float((e.sum(dim=1) - 1).abs().max()) > 1e-2:
+        return None
+    rows = bad.any(dim=1).nonzero().reshape(-1)
+    if rows.numel() == 0:
+        return None
+    e_r, g_r = e[rows], g[rows]
+    significant = e_r >= 1e-2 * e_r.amax(dim=1, keepdim=True)  # tiny elements carry rounding, not the factor
+    ratio = torch.where(significant, g_r / e_r.clamp_min(1e-300), torch.full_like(e_r, float("nan")))
+    factor = ratio.nanmedian(dim=1).values
+    spread = torch.where(significant, (ratio - factor[:, None]).abs(), torch.zeros_like(e_r)).amax(dim=1)
+    short = 1 - factor
+    if not bool(((short > 4 * noise) & (spread <= 0.2 * short + 2 * noise)).all()):
+        return None
+    shown = ", ".join(f"row {int(r)}: x{float(f):.6g}" for r, f in zip(rows[:3], factor[:3]))
+    return (f"every element of each wrong row is too small by the same factor ({rows.numel()} rows; {shown}): "
+            f"each row's sum is too large. Loading a block wider than the row? Its masked-off lanes must load -inf "
+            f"(exp(-inf) = 0), not 0: each such lane adds exp(0 - max) to the sum (tl.load(..., mask=..., "
+            f"other=-float('inf')))")
 
 
 def _precision_hints(e, g, bad_finite, dtype, hint_tf32: bool) -> list:

@@ -66,6 +66,50 @@ def test_wrong_bound_and_missing_op_fail_naming_the_op(ns):
     assert any(p == "op 'relu': missing from your dict" for p in problems)
 
 
+@pytest.mark.parametrize("slip", ["intensity x1000", "intensity /1e6", "ratio /1000"])
+def test_units_slip_is_one_line_not_one_per_op(ns, slip):
+    def wrong(ops, ceilings):
+        if slip == "ratio /1000":
+            ceilings = dict(ceilings, tflops=ceilings["tflops"] / 1e3)
+        out = ns["roofline_classify"](ops, ceilings)
+        if slip.startswith("intensity"):
+            f = 1e3 if slip == "intensity x1000" else 1e-6
+            out = {name: (i * f, b) for name, (i, b) in out.items()}
+        return out
+
+    result = gpucourse.check("roofline_classify", wrong, quiet=True)
+    assert result.status == "failed"
+    want = {"intensity x1000": "every intensity is 1000x the right value (all 7 ops)",
+            "intensity /1e6": "every intensity is 1/1e6 of the right value (all 7 ops)",
+            "ratio /1000": "every bound is what an ops:byte ratio 1/1000 of the device's gives"}[slip]
+    told = [c for c in result.cases if any(want in p for p in c.problems)]
+    assert all(len(c.problems) == 1 for c in told), [c.problems for c in told]
+    if slip == "ratio /1000":  # a T4's ratio / 1000 is below every intensity: all "compute", no factor to name
+        assert told and told[0].name.startswith("this device") and len(result.cases[1].problems) > 1
+    else:
+        assert len(told) == len(result.cases)
+
+
+def test_units_line_needs_every_op_off_by_the_same_power_of_1000(ns):
+    from gpucourse.lessons.l03_memory_hierarchy.exercises.roofline_classify import compare_answers
+
+    expected = {"a": (0.125, "memory"), "b": (500.0, "compute")}
+    assert compare_answers(expected, {"a": (125.0, "compute"), "b": (500.0, "compute")}, 295.0) == [
+        "op 'a': intensity expected 0.125 flop/B, got 125 (1e+03x the right value)",
+        "op 'a': bound expected 'memory', got 'compute'"]  # one op off by 1000: per-op lines
+    assert compare_answers(expected, {"a": (0.125, "compute"), "b": (500.0, "memory")}, 295.0) == [
+        "op 'a': bound expected 'memory', got 'compute'", "op 'b': bound expected 'compute', got 'memory'"]
+    expected = {"a": (0.05, "memory"), "c": (5.0, "memory"), "b": (500.0, "compute")}
+    assert compare_answers(expected, {"a": (0.05, "memory"), "c": (5.0, "compute"), "b": (500.0, "compute")},
+                           100.0) == [
+        "your intensities are right, but every bound is what an ops:byte ratio 1/1000 of the device's gives (0.1 "
+        "instead of 100 flop/B): check its units -- tflops is in 1e12 flop/s and gbps in 1e9 B/s, so the ratio is "
+        "tflops * 1e12 / (gbps * 1e9)"]
+    all_memory = compare_answers(expected, {"a": (0.05, "memory"), "c": (5.0, "memory"), "b": (500.0, "memory")},
+                                 100.0)  # fits any ratio above 500: no factor to name
+    assert all_memory == ["op 'b': bound expected 'compute', got 'memory'"]
+
+
 def test_classify_not_a_dict_and_not_implemented():
     r = gpucourse.check("roofline_classify", lambda ops, c: [1, 2], quiet=True)
     assert r.status == "failed" and "expected a dict" in r.cases[0].problems[0]

@@ -22,6 +22,28 @@ def test_solution_source_is_only_imports_and_solution_cells():
     assert "import triton" in src  # import-only cells come along, the setup and check cells do not
 
 
+def test_softmax_rows_too_small_by_one_factor_get_the_padding_hint_not_float32():
+    """compare names the padding bug (rows each scaled by one factor < 1: a sum too large) and keeps the fp16 hint
+    for errors that vary element by element; the known submission softmax/wrong_padding_loaded_as_zero.py is graded
+    in tests/test_known_submissions.py."""
+    import torch
+
+    from gpucourse.grading import compare
+
+    gen = torch.Generator().manual_seed(0)
+    e = torch.softmax(torch.randn(3, 1023, generator=gen, dtype=torch.float64), dim=-1).float()
+    padded = e * torch.tensor([[0.9994], [0.9995], [0.9993]])  # one extra exp(0 - max) in each row's sum
+    m = compare.compare_values(e, padded, rtol=1e-5, atol_scale=1e-6)
+    assert not m.ok and m.problems[0].startswith("every element of each wrong row is too small by the same factor")
+    assert "masked-off lanes must load -inf" in m.problems[0] and not m.hints, m.text()
+    fp16 = e.half().float()  # rounding: errors differ element by element
+    m = compare.compare_values(e, fp16, rtol=1e-5, atol_scale=1e-6)
+    assert not m.ok and not any("same factor" in p for p in m.problems)
+    assert any("compute in float32" in h for h in m.hints), m.text()
+    m = compare.compare_values(e * 2, padded * 2, rtol=1e-5, atol_scale=1e-6)  # rows not summing to 1: no claim
+    assert not m.ok and not any("same factor" in p for p in m.problems)
+
+
 # --- the lesson's Hopper kernel (gpucourse.lessons.l05_triton.hopper_matmul): the interpreter in CPU mode, the real thing on sm90+ ---
 
 def _hopper_ok():

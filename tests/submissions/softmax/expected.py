@@ -12,5 +12,11 @@ EXPECTED = {
     "wrong_contiguous_only.py": {"status": "failed", "message": "cases failed",
                                  "fails": ["strided rows: big[:, :w], w=777", "strided rows: big[::2], fp16, w=300"],
                                  "passes": ["width 1025", "width 16384", "large magnitudes (x1e4)"]},
+    # Not "compute in float32" (its errors near 1e-3 on width 1023 look like rounding): one factor per row.
+    "wrong_padding_loaded_as_zero.py": {"status": "failed",
+                                        "message": "each row's sum is too large. Loading a block wider than the "
+                                                   "row? Its masked-off lanes must load -inf (exp(-inf) = 0), not 0",
+                                        "fails": ["width 1023", "width 1025", "strided rows: big[:, :w], w=777"],
+                                        "passes": ["width 1", "width 16384", "large magnitudes (x1e4)"]},
 }
 GPU_ONLY = False

@@ -73,14 +73,53 @@ def judge(fn, params: dict, seed: int) -> list:
 
     ops, ceilings = make_inputs(params, torch.Generator().manual_seed(seed))
     expected = reference(copy.deepcopy(ops), dict(ceilings))
+    ratio = ceilings["tflops"] * 1e12 / (ceilings["gbps"] * 1e9)
     got = fn(copy.deepcopy(ops), dict(ceilings))
-    return compare_answers(expected, got)
+    return compare_answers(expected, got, ratio)
 
 
-def compare_answers(expected: dict, got) -> list:
-    """Problems with the learner's dict against the expected one, each naming the operation it is about."""
+SCALES = (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9)  # the factors a units slip makes (GB vs TB, GFLOP vs TFLOP, KB vs B)
+
+
+_TIMES = {1e3: "1000x", 1e-3: "1/1000 of", 1e6: "1e6x", 1e-6: "1/1e6 of", 1e9: "1e9x", 1e-9: "1/1e9 of"}
+
+
+def units_problem(expected: dict, got: dict, ratio: float | None = None) -> str | None:
+    """One line when the answer is right up to a units slip: every intensity off by the same power of 1000, or every
+    intensity right and the bounds, some "memory" and some "compute", what an ops:byte ratio off by a power of 1000
+    gives. None otherwise."""
+    try:
+        pairs = {n: (float(got[n][0]), got[n][1]) for n in expected}
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    ints = {n: (intensity, pairs[n][0]) for n, (intensity, _) in expected.items()}
+    for f in SCALES:
+        if all(math.isfinite(g) and abs(g - f * i) <= 1e-6 * abs(f * i) for i, g in ints.values()):
+            return (f"every intensity is {_TIMES[f]} the right value (all {len(ints)} ops): intensity is flops per "
+                    f"byte -- count flops and bytes (not GFLOP, KB or MB) -- and compare it with the ops:byte ratio "
+                    f"tflops * 1e12 / (gbps * 1e9); fix the units first (the bounds follow from the intensities)")
+    if ratio is None or not all(abs(g - i) <= 1e-6 * abs(i) for i, g in ints.values()):
+        return None
+    bounds = {n: b for n, (_, b) in pairs.items()}
+    if bounds == {n: b for n, (_, b) in expected.items()} or len(set(bounds.values())) < 2:
+        return None  # right, or one bound for all (any ratio beyond every intensity gives that: no factor to name)
+    for f in SCALES:
+        if bounds == {n: "memory" if i < f * ratio else "compute" for n, (i, _) in expected.items()}:
+            return (f"your intensities are right, but every bound is what an ops:byte ratio {_TIMES[f]} the device's "
+                    f"gives ({f * ratio:.4g} instead of {ratio:.4g} flop/B): check its units -- tflops is in "
+                    f"1e12 flop/s and gbps in 1e9 B/s, so the ratio is tflops * 1e12 / (gbps * 1e9)")
+    return None
+
+
+def compare_answers(expected: dict, got, ratio: float | None = None) -> list:
+    """Problems with the learner's dict against the expected one, each naming the operation it is about; a units
+    slip (every intensity, or the ops:byte ratio, off by a power of 1000) is one line instead of one per op.
+    ``ratio``: the device's ops:byte ratio in flop/B, for the bounds' units check."""
     if not isinstance(got, dict):
         return [f"returned {type(got).__name__}, expected a dict name -> (intensity, bound)"]
+    units = units_problem(expected, got, ratio)
+    if units is not None and set(map(str, got)) == set(expected):
+        return [units]
     problems = []
     for name, (intensity, bound) in expected.items():
         if name not in got:

@@ -1,0 +1,22 @@
+"""Wrong: the intensity is counted in flops per kilobyte (bytes / 1e3), so every intensity is 1000x too high (and
+many memory-bound ops are called compute-bound). The ops:byte ratio is right."""
+BYTES_PER_ELEMENT = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def roofline_classify(ops, ceilings):
+    ratio = ceilings["tflops"] * 1e12 / (ceilings["gbps"] * 1e9)
+    out = {}
+    for name, d in ops.items():
+        s = BYTES_PER_ELEMENT[d["dtype"]]
+        if d["kind"] == "elementwise":
+            flops, nbytes = d["flops_per_element"] * d["n"], (d["inputs"] + 1) * d["n"] * s
+        elif d["kind"] == "reduction":
+            flops, nbytes = d["rows"] * d["cols"], (d["rows"] * d["cols"] + d["rows"]) * s
+        elif d["kind"] == "gemv":
+            flops, nbytes = 2 * d["M"] * d["K"], (d["M"] * d["K"] + d["K"] + d["M"]) * s
+        else:
+            m, n, k = d["M"], d["N"], d["K"]
+            flops, nbytes = 2 * m * n * k, (m * k + k * n + m * n) * s
+        intensity = flops / (nbytes / 1e3)  # flops per KB: 1000x too high
+        out[name] = (intensity, "memory" if intensity < ratio else "compute")
+    return out
