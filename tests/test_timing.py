@@ -146,3 +146,19 @@ def test_rounds_median_of_medians_and_its_round():
     assert rounds.medians_ms == pytest.approx([3.05, 1.05, 2.65, 9.05, 2.55])
     assert rounds.median_ms == pytest.approx(2.65)
     assert rounds.typical is results[2] and rounds.typical.gbps == pytest.approx(1e6 / 2.65e-3 / 1e9)
+
+
+def test_gpu_path_tops_up_do_bench_to_the_minimum_repeats(monkeypatch):
+    """bench's GPU path hands the timing to triton's do_bench; a slow kernel gets few repeats in do_bench's window,
+    so bench asks it again for the missing ones (the window sized from the median), and caps at max_reps."""
+    calls = []
+
+    def fake_do_bench(fn, warmup, rep, return_mode):
+        calls.append((warmup, rep, return_mode))
+        return [40.0, 41.0, 42.0] if len(calls) == 1 else [40.0] * 12
+
+    monkeypatch.setattr(timing, "_do_bench", lambda: fake_do_bench)
+    samples = timing._gpu_samples(lambda: None, warmup_ms=25, rep_ms=100, flush_l2=True, min_reps=10, max_reps=14)
+    assert calls[0] == (25, 100, "all") and calls[1][0] == 0
+    assert calls[1][1] == pytest.approx(7 * 41.0 * 1.1)  # the 7 missing repeats at the median's pace
+    assert len(samples) == 14 and samples[:3] == [40.0, 41.0, 42.0]
