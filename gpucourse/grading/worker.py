@@ -38,12 +38,22 @@ _LINE_SKIP = re.compile(r"^(\s*)(?:[%!]|\w+\s*=\s*[%!])")
 
 
 def notebook_source(path: str) -> str:
-    """The code cells of a notebook as one Python program: IPython magics and shell lines become ``pass`` (same
-    indentation, so blocks stay valid); ``%%time``-style cell magics run their body, other cell magics are skipped."""
+    """The code cells of a notebook as one Python program, turned into Python the way IPython does it
+    (``IPython.core.inputtransformer2``): magics and shell lines become ``get_ipython()`` calls, which the worker
+    answers with :class:`NoIPython`, and a line that only continues an expression (``% x`` wrapping a string format)
+    stays code. Without IPython, a line-based fallback: magics and shell lines become ``pass`` (same indentation);
+    ``%%time``-style cell magics run their body, other cell magics are skipped."""
     from ..workbooks import code_cells  # plain JSON: the worker needs no Jupyter packages
 
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        TransformerManager = None
     parts = []
     for i, source in enumerate(code_cells(path)):
+        if TransformerManager is not None:
+            parts.append(f"# cell {i}\n{TransformerManager().transform_cell(source)}\n")
+            continue
         lines = source.splitlines()
         if lines and lines[0].lstrip().startswith("%%"):
             if lines[0].split()[0] not in _CELL_MAGICS_RUN_BODY:
@@ -56,6 +66,27 @@ def notebook_source(path: str) -> str:
             out.append(f"{m.group(1)}pass  # skipped: {line.strip()}" if m else line)
         parts.append(f"# cell {i}\n" + "\n".join(out) + "\n")
     return "\n".join(parts)
+
+
+class NoIPython:
+    """What ``get_ipython()`` returns to a graded notebook: line magics and shell commands do nothing (a grader
+    runs no shell), cell magics that only measure or capture (``%%time``, ``%%capture``...) run their body, others
+    are skipped."""
+
+    def run_line_magic(self, name, line, _stack_depth=1):
+        return None
+
+    def run_cell_magic(self, name, line, cell):
+        if f"%%{name}" in _CELL_MAGICS_RUN_BODY:
+            caller = sys._getframe(1).f_globals
+            exec(compile(cell, caller.get("__file__", "<cell>"), "exec"), caller)
+        return None
+
+    def system(self, cmd):
+        return None
+
+    def getoutput(self, cmd, split=True):
+        return []
 
 
 def _display(*objs, **_):  # notebooks call display(); outside IPython print is the honest equivalent
@@ -139,6 +170,7 @@ def main(argv=None) -> int:
     module = type(sys)("submission")
     module.__file__ = filename
     module.__dict__["display"] = _display
+    module.__dict__["get_ipython"] = NoIPython  # get_ipython().run_line_magic(...): an instance, made per call
     sys.modules["submission"] = module
     if judge is not None:  # taken last, right before the submission's first line runs
         from . import judging
