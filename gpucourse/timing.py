@@ -435,6 +435,21 @@ class Comparison:
             rows.append(row)
         return rows
 
+    def noise_notes(self) -> list:
+        """Sentences that say when the spread of the timings can change the ranking: a result whose IQR is more
+        than half its median (a busy machine, a timer too coarse for the work), or two results whose middle halves
+        (25th to 75th percentile) overlap, so their order may flip from run to run."""
+        notes = []
+        for r in self.results:
+            if r.median_ms > 0 and r.iqr_ms > 0.5 * r.median_ms:
+                notes.append(f"noisy: {r.name}'s spread (IQR {format_ms(r.iqr_ms)}) is {r.iqr_ms / r.median_ms:.1f}x "
+                             f"its median; the ranking may not hold (run it again, or time a bigger problem)")
+        ranked = sorted(self.results, key=lambda r: r.median_ms)
+        for a, b in zip(ranked, ranked[1:]):
+            if b.q25_ms <= a.q75_ms:
+                notes.append(f"{a.name} and {b.name} are within each other's spread: a tie, not a ranking")
+        return notes
+
     def _columns(self) -> list:
         cols = []
         for row in self.rows():
@@ -448,6 +463,7 @@ class Comparison:
         lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols) for r in rows]
         mode = self.results[0].mode if self.results else "?"
         lines.append(f"({mode} mode; medians of many runs)")
+        lines += [f"note: {n}" for n in self.noise_notes()]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -458,7 +474,9 @@ class Comparison:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
                        for r in rows)
         mode = self.results[0].mode if self.results else "?"
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><small>{mode} mode</small>"
+        notes = "".join(f"<br><small>note: {html.escape(n)}</small>" for n in self.noise_notes())
+        return (f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><small>{mode} mode</small>"
+                f"{notes}")
 
     __repr__ = __str__
 

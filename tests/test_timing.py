@@ -162,3 +162,17 @@ def test_gpu_path_tops_up_do_bench_to_the_minimum_repeats(monkeypatch):
     assert calls[0] == (25, 100, "all") and calls[1][0] == 0
     assert calls[1][1] == pytest.approx(7 * 41.0 * 1.1)  # the 7 missing repeats at the median's pace
     assert len(samples) == 14 and samples[:3] == [40.0, 41.0, 42.0]
+
+
+def test_comparison_says_when_the_spread_can_flip_the_ranking():
+    fast = BenchResult("fast", samples=[1.0, 1.0, 1.1, 9.0, 9.0], mode="cpu")  # IQR 8x the median
+    slow = BenchResult("slow", samples=[2.0, 2.0, 2.0, 2.1, 2.1], mode="cpu")
+    far = BenchResult("far", samples=[50.0, 50.0, 50.0, 50.1, 50.1], mode="cpu")
+    c = timing.Comparison(results=[fast, slow, far], baseline="slow")
+    notes = c.noise_notes()
+    assert any(n.startswith("noisy: fast's spread") and "7.3x its median" in n for n in notes)
+    assert "fast and slow are within each other's spread: a tie, not a ranking" in notes
+    assert not any("far" in n for n in notes)  # far apart and steady: nothing to say
+    assert "note: noisy: fast" in str(c) and "note: fast and slow" in c._repr_html_()
+    quiet = timing.Comparison(results=[slow, far], baseline="slow")
+    assert quiet.noise_notes() == [] and "note:" not in str(quiet)
