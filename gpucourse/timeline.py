@@ -7,7 +7,9 @@ profiled window in which the GPU ran nothing. In CPU mode there is no GPU lane: 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import warnings
 
 # CUDA runtime calls that may hold the host until the GPU is done (the red "waiting for the GPU" bars), by exact
 # name: the synchronizes, and the copies. cudaMemcpyAsync is among them although it can return at once (pinned memory,
@@ -107,11 +109,20 @@ def profile(fn, *args, warmup: int = 1, **kwargs) -> Timeline:
     if on_gpu:
         torch.cuda.synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    with _profile(activities=activities) as prof:
+    with quiet_profiler(), _profile(activities=activities) as prof:
         fn(*args, **kwargs)
         if on_gpu:
             torch.cuda.synchronize()
     return from_events(prof.events(), has_gpu=on_gpu)
+
+
+@contextlib.contextmanager
+def quiet_profiler():
+    """A context in which torch.profiler's note that it "clears events at the end of each cycle" is not printed:
+    the course profiles one cycle and reads it at once, so the note (printed to stderr in a notebook) only puzzles."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        yield
 
 
 def _color(name: str, lane: str) -> str:

@@ -204,3 +204,16 @@ def test_gpu_sync_free_code_reports_nothing():
         total = x.sum()
     assert len(log) == 0, log.report()
     assert total.item() > 0
+
+
+def test_torchs_note_on_switching_sync_debug_mode_on_is_neither_printed_nor_a_sync():
+    """On a GPU, detect() switches torch's sync debug mode on, and torch says it is 'a prototype feature': that note
+    showed in lesson 02 on stderr. It is dropped; a real synchronization report is still recorded."""
+    from gpucourse import syncs
+
+    d = syncs.detect()
+    d._showwarning("Synchronization debug mode is a prototype feature and does not yet detect all synchronizing "
+                   "operations", UserWarning, "x.py", 1)
+    assert len(d.log) == 0
+    d._showwarning("called a synchronizing CUDA operation", UserWarning, "x.py", 1)
+    assert len(d.log) == 1 and d.log[0].op == "CUDA synchronization"

@@ -71,3 +71,19 @@ def test_profile_real_code_and_draw():
     ax = timeline.draw(tl, title="test")
     texts = [t.get_text() for t in ax.texts]
     assert ("no GPU lane in CPU mode" in texts) == (not gpucourse.on_gpu())
+
+
+def test_profiling_prints_no_profiler_notes(recwarn):
+    """torch.profiler warns that it 'clears events at the end of each cycle' (lesson 02 showed it on stderr): the
+    course profiles one cycle and reads it, so the note is kept quiet; other warnings still come through."""
+    import warnings
+
+    from gpucourse import timeline
+
+    with timeline.quiet_profiler():
+        warnings.warn("Warning: Profiler clears events at the end of each cycle.Only events from the current cycle "
+                      "will be reported.", UserWarning)
+        warnings.warn("something else", UserWarning)
+    assert [str(w.message) for w in recwarn] == ["something else"]
+    tl = timeline.profile(lambda: sum(range(1000)))
+    assert tl is not None and not [w for w in recwarn if "Profiler clears events" in str(w.message)]

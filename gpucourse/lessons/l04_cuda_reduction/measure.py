@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from gpucourse import timeline
 from gpucourse.timing import bench, copy_gbps
 
 LADDER_N = 2**28  # 1 GiB of float32
@@ -127,7 +128,7 @@ def busy_fraction(fn, *args) -> dict:
 
     fn(*args)
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with timeline.quiet_profiler(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()
         fn(*args)
         torch.cuda.synchronize()
