@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,6 +22,7 @@ import torch
 
 from gpucourse.grading.exercise import get
 from gpucourse.grading import checker, grader, protocol
+from gpucourse.grading import cli as grader_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOLDER = os.path.join(HERE, "submissions", "vector_add")
@@ -82,6 +86,85 @@ def test_csv_one_row_per_submission(graded):
         assert row["message"] == r["message"]
         assert row["torch"] == report["environment"]["torch"] and row["fingerprint"]
         assert row["gpu"] and "triton" in row
+
+
+def test_progress_line_per_submission_on_stderr(graded):
+    """A line on stderr as each submission finishes ("[k/N] path  status score  (seconds)"), k counting 1..N, each
+    submission once; stdout keeps only the report."""
+    call, report, _, paths = graded
+    lines = re.findall(r"^\[\s*(\d+)/(\d+)\] (\S+)  (\w+) +(\d\.\d\d)  \((\d+\.\d) s\)", call["stderr"], re.M)
+    assert [int(k) for k, *_ in lines] == list(range(1, len(paths) + 1)), call["stderr"][-3000:]
+    assert {int(n) for _, n, *_ in lines} == {len(paths)}
+    assert sorted(p for _, _, p, *_ in lines) == sorted(paths)  # each submission once
+    by_path = {r["submission"]: r for r in report["results"]}
+    for _, _, path, status, score, _ in lines:
+        assert status == by_path[path]["status"] and float(score) == pytest.approx(by_path[path]["score"], abs=0.01)
+    assert not re.search(r"^\[\s*\d+/\d+\]", call["stdout"], re.M)
+
+
+def test_crashed_message_says_what_failed_before_the_crash(graded):
+    """A crash after a failed case: the message (JSON, text report, CSV) names the signal and that case's problem,
+    not only "killed by SIGABRT"."""
+    call, report, csv_text, _ = graded
+    (r,) = [r for r in report["results"] if r["submission"].endswith("crash_after_a_failed_case.py")]
+    assert r["status"] == "crashed"
+    assert r["message"].startswith("the process died: killed by SIGABRT after case 'n=1' failed: 1 of 1 elements "
+                                   "differ"), r["message"]
+    (row,) = [row for row in csv.DictReader(io.StringIO(csv_text, newline=""))
+              if row["submission"] == r["submission"]]
+    assert row["message"] == r["message"]
+    assert f"crashed  0.00  {r['message']}" in call["stdout"]
+    (plain,) = [r for r in report["results"] if r["submission"].endswith("crash_abort.py")]  # nothing failed before
+    assert plain["message"] == "the process died: killed by SIGABRT"
+
+
+def test_first_failure_is_the_first_failed_checks_first_line():
+    checks = [{"name": "n=1", "passed": True, "detail": "ok"},
+              {"name": "n=1023", "passed": False, "detail": "wrote 4095 elements past the end\nhint: mask the stores"},
+              {"name": "n=1025", "passed": False, "detail": "elements differ"}]
+    assert grader.first_failure(checks) == "case 'n=1023' failed: wrote 4095 elements past the end"
+    assert grader.first_failure(checks[:1]) == ""
+    assert grader.first_failure([{"name": "a", "passed": False, "detail": "x" * 1000}]).endswith("x...")
+
+
+def test_help_lists_the_exercises():
+    proc = _grade(["--help"])
+    assert proc.returncode == 0
+    from gpucourse.grading.exercise import all_ids
+    listed = proc.stdout.split("exercises:", 1)[1].split("statuses:", 1)[0]
+    assert "vector_add" in listed and "fp8_matmul" in listed
+    assert sorted(re.findall(r"\w+", listed)) == all_ids()
+
+
+def test_a_folder_grades_its_py_and_ipynb_files(tmp_path):
+    """A folder as SUBMISSION: its .py and .ipynb files, sorted, subfolders included; expected.py, __pycache__ and
+    hidden files are left out."""
+    folder = tmp_path / "subs"
+    (folder / "bob").mkdir(parents=True)
+    (folder / "__pycache__").mkdir()
+    (folder / ".ipynb_checkpoints").mkdir()
+    shutil.copy(os.path.join(FOLDER, "right_basic.py"), folder / "alice.py")
+    shutil.copy(os.path.join(FOLDER, "wrong_dtype.py"), folder / "bob" / "sub.py")
+    for skipped in ("expected.py", ".hidden.py", "__pycache__/alice.py", ".ipynb_checkpoints/alice.py",
+                    "notes.txt"):
+        shutil.copy(os.path.join(FOLDER, "error_syntax.py"), folder / skipped)
+    assert grader_cli.folder_submissions(str(folder)) == [str(folder / "alice.py"), str(folder / "bob" / "sub.py")]
+    report_path = tmp_path / "r.json"
+    proc = _grade(["vector_add", str(folder), "--jobs", "2", "--timeout", "120", "--json", str(report_path)],
+                  timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(report_path.read_text())["results"]
+    assert [(r["submission"], r["status"]) for r in results] == [(str(folder / "alice.py"), "passed"),
+                                                                 (str(folder / "bob" / "sub.py"), "failed")]
+    assert "wrong dtype" in results[1]["message"]
+    assert len(re.findall(r"^\[\d/2\] ", proc.stderr, re.M)) == 2
+
+
+def test_an_empty_folder_is_a_usage_error(tmp_path):
+    (tmp_path / "expected.py").write_text("EXPECTED = {}\n")
+    proc = _grade(["vector_add", str(tmp_path)])
+    assert proc.returncode == 2
+    assert "no .py or .ipynb submissions" in proc.stderr
 
 
 def test_unknown_exercise_is_a_usage_error():

@@ -1,9 +1,14 @@
-"""``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--timeout S] [--jobs N]``."""
+"""``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--timeout S] [--jobs N]``.
+
+A SUBMISSION may be a folder: every .py and .ipynb file in it and its subfolders (sorted; expected.py, __pycache__
+and hidden files and folders skipped). A line per submission goes to stderr as each finishes; the report, one line
+per submission in the order given, goes to stdout at the end."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import textwrap
 
 from . import grader
 
@@ -26,13 +31,26 @@ submission is reported as "INTERNAL GRADER ERROR (not the submission's fault)", 
 """
 
 
+SKIPPED = ("expected.py",)  # file names a folder's expansion leaves out (the known submissions' expectations)
+
+
+def _exercises_epilog() -> str:
+    from .exercise import all_ids
+
+    return "exercises:\n" + textwrap.fill(", ".join(all_ids()), width=116, initial_indent="  ",
+                                          subsequent_indent="  ") + "\n\n"
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="gpucourse grade", description="Grade submissions for one exercise, each in "
-                                 "its own isolated process.", epilog=EPILOG,
+                                 "its own isolated process.\nA line per submission goes to stderr as each finishes; "
+                                 "the report goes to stdout at the end.", epilog=_exercises_epilog() + EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("exercise", help="exercise id, e.g. vector_add")
+    ap.add_argument("exercise", help="exercise id, e.g. vector_add (the list is below)")
     ap.add_argument("submissions", nargs="+", metavar="SUBMISSION",
-                    help=".py file or .ipynb notebook defining the exercise's function at top level")
+                    help=".py file or .ipynb notebook defining the exercise's function at top level, or a folder: "
+                         "every .py and .ipynb in it and its subfolders, sorted (expected.py, __pycache__ and "
+                         "hidden files skipped)")
     ap.add_argument("--json", metavar="PATH", help="write the full report as JSON")
     ap.add_argument("--csv", metavar="PATH", help="write one row per submission as CSV")
     ap.add_argument("--timeout", type=float, default=grader.DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -45,6 +63,17 @@ def _parser() -> argparse.ArgumentParser:
 def _usage_error(msg: str) -> int:
     print(f"gpucourse grade: error: {msg}", file=sys.stderr)
     return 2
+
+
+def folder_submissions(folder: str) -> list:
+    """Every .py and .ipynb file under ``folder``, sorted by path: hidden files and folders (.ipynb_checkpoints),
+    __pycache__ and expected.py left out."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        found += [os.path.join(root, f) for f in files
+                  if f.endswith((".py", ".ipynb")) and not f.startswith(".") and f not in SKIPPED]
+    return sorted(found, key=lambda p: os.path.relpath(p, folder).split(os.sep))
 
 
 def main(argv=None) -> int:
@@ -64,16 +93,22 @@ def main(argv=None) -> int:
         hint = (f" (its CUDA kernels cannot run here; in a notebook, gpucourse.check({ex.id!r}, fn) compile-checks "
                 f"them with nvcc)") if ex.kind == "cuda" else ""
         return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode{hint}")
+    paths = []
     for path in args.submissions:
         if not os.path.exists(path):
             return _usage_error(f"no such submission: {path}")
         if os.path.isdir(path):
-            return _usage_error(f"{path} is a directory; pass its files (e.g. {path}/*.py {path}/*.ipynb)")
+            found = folder_submissions(path)
+            if not found:
+                return _usage_error(f"{path}: a folder with no .py or .ipynb submissions in it")
+            paths += found
+            continue
         if not path.endswith((".py", ".ipynb")):
             return _usage_error(f"{path}: a submission must be a .py file or an .ipynb notebook")
+        paths.append(path)
     if args.timeout <= 0 or args.jobs < 1:
         return _usage_error("--timeout must be > 0 and --jobs >= 1")
-    report = grader.grade(ex, args.submissions, timeout=args.timeout, jobs=args.jobs)
+    report = grader.grade(ex, paths, timeout=args.timeout, jobs=args.jobs, progress=True)
     if args.json:
         grader.write_json(report, args.json)
     if args.csv:

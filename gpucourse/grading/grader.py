@@ -284,14 +284,22 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     except protocol.Timeout:
         result.status, result.score = "timeout", 0.0
         result.message = f"over the time limit of {timeout:g} s (a hang, an endless loop, or a slow import?)"
+        reason = first_failure(result.checks)
+        if reason:
+            result.message += f"; before that, {reason}"
     except protocol.Closed:
         code = _wait_exit(proc)
         result.status, result.score = "crashed", 0.0
+        reason = first_failure(result.checks)  # what was found wrong before the crash, the likelier cause
         if code is not None and code < 0:
             result.message = f"the process died: killed by {_signal_name(code)}"
+            if reason:
+                result.message += f" after {reason}"
         else:
             result.message = (f"the process exited (code {code}) before grading finished: os._exit(), a fatal "
                               f"error, or a CUDA fault")
+            if reason:
+                result.message += f"; before that, {reason}"
     except protocol.Malformed as exc:
         result.status, result.score = "error", 0.0
         result.message = f"the worker sent a malformed message ({exc}); the submission tampered with the channel?"
@@ -323,6 +331,24 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
                     result.checks.append({"name": "load", "passed": False, "detail": "stderr (end):\n" + tail})
     result.seconds = round(time.monotonic() - t0, 3)
     return result
+
+
+def _first_problem(detail: str) -> str:
+    """The first line of a failed check's detail (with the next one when it ends in ":", a heading)."""
+    lines = detail.splitlines() or [""]
+    return lines[0] + (" " + lines[1].strip() if lines[0].endswith(":") and len(lines) > 1 else "")
+
+
+def first_failure(checks: list, limit: int = 300) -> str:
+    """\"case 'n=1023' failed: <its first problem line>\" for the first failed check, or "" when none failed: the
+    reason a crashed or timed-out submission's message gives, found before the process died."""
+    first = next((c for c in checks if not c["passed"]), None)
+    if first is None:
+        return ""
+    what = _first_problem(first["detail"]).strip()
+    if len(what) > limit:
+        what = what[:limit - 3].rstrip() + "..."
+    return f"case {first['name']!r} failed" + (f": {what}" if what else "")
 
 
 def _wait_exit(proc) -> int | None:
@@ -411,8 +437,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         result.status, result.message = "passed", f"all {n_pass} cases passed"
     else:
         first = next(c for c in result.checks if not c["passed"])
-        lines = first["detail"].splitlines() or [""]
-        what = lines[0] + (" " + lines[1].strip() if lines[0].endswith(":") and len(lines) > 1 else "")
+        what = _first_problem(first["detail"])
         result.status = "failed"
         result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
                           f"{first['name']}: {what}")
@@ -500,21 +525,37 @@ def _gpu_slots(jobs: int) -> list:
 
 
 class _Progress:
-    def __init__(self, total: int, enabled: bool):
+    """One line per submission, on stderr, as each finishes (the text report on stdout stays parseable):
+    ``[3/12] alice.py  passed    1.00  (4.2 s)``, with the start of the message when it did not pass. Where stderr is
+    a terminal, a "grading N submissions..." line is shown (overwritten with \\r) until the first one finishes."""
+
+    def __init__(self, total: int, enabled: bool, stream=None):
         self.total, self.done, self.enabled, self.lock = total, 0, enabled, threading.Lock()
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = enabled and _isatty(self.stream)
+        if self.tty and total:
+            self.stream.write(f"grading {total} submission{'s' if total != 1 else ''}...")
+            self.stream.flush()
 
     def update(self, r: Result) -> None:
         with self.lock:
             self.done += 1
-            if self.enabled:
-                width = 30
-                fill = int(width * self.done / max(1, self.total))
-                name = os.path.basename(r.submission)[:30]
-                sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total}  "
-                                 f"{name}: {r.status:<8}\033[K")
-                if self.done == self.total:
-                    sys.stderr.write("\n")
-                sys.stderr.flush()
+            if not self.enabled:
+                return
+            why = ""
+            if r.status != "passed":
+                why = "  " + (r.message if len(r.message) <= 120 else r.message[:117] + "...")
+            line = (f"[{self.done:>{len(str(self.total))}}/{self.total}] {r.submission}  {r.status:<8} "
+                    f"{r.score:.2f}  ({r.seconds:.1f} s){why}")
+            self.stream.write(("\r\033[K" if self.tty and self.done == 1 else "") + line + "\n")
+            self.stream.flush()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def environment() -> dict:
@@ -523,7 +564,8 @@ def environment() -> dict:
 
 
 def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None) -> dict:
-    """Grade every path; returns ``{"exercise", "environment", "results"}`` with results in the given order."""
+    """Grade every path; returns ``{"exercise", "environment", "results"}`` with results in the given order.
+    ``progress``: print a line on stderr as each submission finishes (None: only where stderr is a terminal)."""
     jobs = max(1, int(jobs))
     slots: queue.Queue = queue.Queue()
     for gpu in _gpu_slots(jobs):
