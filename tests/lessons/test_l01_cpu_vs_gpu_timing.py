@@ -8,6 +8,7 @@ import time
 import pytest
 
 import gpucourse
+from submissions_util import right_submission
 from gpucourse.grading.exercise import Case, Exercise, all_ids
 from gpucourse.grading import checker
 
@@ -138,15 +139,8 @@ def test_time_gpu_that_counts_earlier_queued_work_fails():
 SLOW_FIRST = "a 1 ms kernel whose first call takes 60 ms more, reps=2"
 
 
-def time_gpu_median_no_warmup(fn, *args, reps=10):  # the median hides one slow call among 10, not among 2
-    samples = []
-    for _ in range(reps):
-        gpucourse.synchronize()
-        t0 = time.perf_counter()
-        fn(*args)
-        gpucourse.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+# The median hides one slow call among 10, not among 2: the known submission without a warm-up.
+time_gpu_median_no_warmup = right_submission("wrong_no_warmup.py", "time_gpu")
 
 
 @pytest.mark.parametrize("timer", [time_gpu_mean_no_warmup, time_gpu_median_no_warmup])

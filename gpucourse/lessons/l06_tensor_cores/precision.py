@@ -32,6 +32,16 @@ def fp8_quantize(x: torch.Tensor, dtype=torch.float8_e4m3fn, rowwise: bool = Fal
     return (x / scale).to(dtype), scale
 
 
+def _fp32_matmul(a, b, tf32: bool):
+    """``a @ b`` in float32 with TF32 tensor cores on or off (the setting is put back), as float64."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        return (a.float() @ b.float()).double()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
 def emulate(a: torch.Tensor, b: torch.Tensor, dtype, out_dtype) -> torch.Tensor:
     """a @ b as a kernel with inputs in ``dtype`` and output in ``out_dtype`` would give it, up to accumulation
     (float64 here), as float64."""
@@ -57,21 +67,9 @@ def measured(a: torch.Tensor, b: torch.Tensor, dtype, out_dtype) -> torch.Tensor
     from gpucourse import device
 
     if dtype == "tf32":
-        if not device.has_tf32():
-            return None
-        old = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
-            return (a.float() @ b.float()).double()
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = old
+        return _fp32_matmul(a, b, tf32=True) if device.has_tf32() else None
     if dtype == torch.float32:
-        old = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        try:
-            return (a.float() @ b.float()).double()
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = old
+        return _fp32_matmul(a, b, tf32=False)
     if dtype == torch.bfloat16 and not device.has_bf16():
         return None
     if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
