@@ -144,9 +144,8 @@ def run_grader(tag: str, exercise: str) -> tuple:
     """Grade every known submission for ``exercise`` on this GPU; the JSON shows each one's status and speed."""
     t0 = step(f"grader: tests/submissions/{exercise}")
     path = RESULTS / f"{tag}-grade-{exercise}.json"
-    subs = sorted(f for f in glob.glob(f"tests/submissions/{exercise}/*", root_dir=ROOT)  # relative: no machine paths
-                  if f.endswith((".py", ".ipynb")) and os.path.basename(f) != "expected.py")
-    out = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", exercise, *subs, "--jobs", "4",
+    folder = f"tests/submissions/{exercise}"  # relative: no machine paths; grade expands it (expected.py skipped)
+    out = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", exercise, folder, "--jobs", "4",
                           "--timeout", "90", "--json", str(path)], cwd=ROOT, capture_output=True, text=True)
     print(out.stdout[-6000:] + out.stderr[-2000:])
     print(f"[{time.perf_counter() - t0:.0f} s] -> {path.relative_to(ROOT)}")

@@ -333,10 +333,12 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     return result
 
 
-def _first_problem(detail: str) -> str:
-    """The first line of a failed check's detail (with the next one when it ends in ":", a heading)."""
-    lines = detail.splitlines() or [""]
-    return lines[0] + (" " + lines[1].strip() if lines[0].endswith(":") and len(lines) > 1 else "")
+def _first_problem(text: str) -> str:
+    """The first line of ``text`` (a failed check's detail, an exception's message), with the next non-blank line
+    when it ends in ":" (a heading, as "8 synchronization(s) inside train_fast:" or CudaCompileError's)."""
+    lines = text.splitlines() or [""]
+    rest = next((ln.strip() for ln in lines[1:] if ln.strip()), "") if lines[0].rstrip().endswith(":") else ""
+    return lines[0].rstrip() + (" " + rest if rest else "")
 
 
 def first_failure(checks: list, limit: int = 300) -> str:
@@ -462,16 +464,13 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
 def exception_line(traceback_text: str, exc_type: str = "") -> str:
     """The line of a traceback that says what was raised ("IndexError: index 5 is out of bounds"), not its last
     line: torch's CUDA errors end with advice ("Compile with `TORCH_USE_CUDA_DSA` ...") and a compiler error with
-    its summary. A message that ends in ":" (a heading, as CudaCompileError's) gets its next line."""
+    its summary. A heading ("... failed:") gets its next line, as in :func:`_first_problem`."""
     lines = [ln.rstrip() for ln in traceback_text.strip().splitlines()]
     names = {n for n in (exc_type, exc_type.rsplit(".", 1)[-1]) if n}
     for i in range(len(lines) - 1, -1, -1):
         head = lines[i].split(":", 1)[0].strip()
         if head.rsplit(".", 1)[-1] in names or (not names and head.endswith(("Error", "Exception", "Exit", "Interrupt"))):
-            line = lines[i].strip()
-            if line.endswith(":"):
-                line += " " + next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "")
-            return line
+            return _first_problem("\n".join(lines[i:])).strip()
     return lines[-1].strip() if lines else ""
 
 
