@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Exploration behind issue #4 (lesson 05's matmul): re-runnable measurements that informed the lesson, beyond what
 the `triton05_matmul` benchmark records. Uses the course's kernels as they are (the workbook's, from the solved
-workbook, and `gpucourse.lessons.l05_triton.hopper_matmul`); the rejected variants tried on the way are in git history (results files
-name the commit of the script that produced them).
+workbook, and `gpucourse.lessons.l05_triton.hopper_matmul`); the rejected variants tried on the way are in git
+history (results files name the commit of the script that produced them).
 
   python3 benchmarks/explore_matmul.py fused   torch's unfused chain piece by piece (matmul, + bias, silu, addmm),
                                                then each kernel plain and fused against it (bf16, M = N = 8192,

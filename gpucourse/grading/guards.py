@@ -8,9 +8,9 @@
   a guard band after its end. After the call, a changed canary means the code wrote out of bounds.
 
 What is caught: stores past either end of an input, into the gaps of a strided input, or up to ``GUARD`` elements
-past the end of an output allocated with the wrapped functions (``empty_like`` of a strided input included). What is not: stores further away than the guard band,
-into outputs allocated another way (``torch.zeros``, preallocated globals), or into unrelated memory (those can crash
-the process, which the batch grader reports as ``crashed``).
+past the end of an output allocated with the wrapped functions (``empty_like`` of a strided input included). What
+is not: stores further away than the guard band, into outputs allocated another way (``torch.zeros``, preallocated
+globals), or into unrelated memory (those can crash the process, which the batch grader reports as ``crashed``).
 """
 from __future__ import annotations
 
