@@ -17,7 +17,7 @@ import importlib.util
 import pkgutil
 import re
 
-# What a lesson may need to run fully; the doctor checks each one (gpucourse/doctor.py, ``NEEDS``).
+# What a lesson may need to run fully; the doctor checks each one and says why it is missing (doctor.NEEDS_WHY).
 NEEDS = ("gpu", "triton", "nvcc", "ninja", "bf16", "tf32", "fp8")
 _FOLDER = re.compile(r"^l(\d\d)_[a-z0-9_]+$")
 
