@@ -11,10 +11,11 @@ from . import measure, training
 FP8_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 2048), (16384, 4096, 4096))
 
 
-def solutions(stem: str = "06_tensor_cores") -> dict:
+def solutions() -> dict:
     from gpucourse.solutions import cached_solutions
+    from . import LESSON
 
-    return cached_solutions(stem)
+    return cached_solutions(LESSON.notebook)
 
 
 def fp8_result(shapes=FP8_SHAPES, rounds: int = 3) -> dict:
@@ -22,13 +23,15 @@ def fp8_result(shapes=FP8_SHAPES, rounds: int = 3) -> dict:
     bf16 Triton matmul (the workbook kernel) and the FP8 datasheet peak."""
     import torch
 
-    from gpucourse.lessons.l06_tensor_cores import precision
+    from gpucourse.solutions import cached_solutions
     from gpucourse.timing import interleaved, settle
+
+    from . import precision
 
     fp8_matmul = solutions()["fp8_matmul"]
     table = measure.fp8_versus_scaled_mm(fp8_matmul, sizes=shapes, rounds=rounds)
     n = 8192
-    mm = solutions("05_triton")["matmul"]
+    mm = cached_solutions("05_triton")["matmul"]  # lesson 05's workbook kernel, loaded from its solved workbook
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     qa, sa = precision.fp8_quantize(torch.randn(n, n, device="cuda"))

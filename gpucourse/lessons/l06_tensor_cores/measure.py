@@ -4,26 +4,13 @@ plots them and the benchmarks in ``bench.py`` record them). GPU only: each raise
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
-from gpucourse import device, specs
+from gpucourse import device, dtypes, specs
 from gpucourse.timing import bench, interleaved, settle
 
 from . import kernels, precision, waves
-
-
-@contextlib.contextmanager
-def tf32(enabled: bool):
-    """Switch TF32 for float32 matmuls on or off inside the block (what ``torch.set_float32_matmul_precision``
-    sets: "highest" = off, "high" = on), and restore the previous setting."""
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
+from .precision import tf32
 
 
 def peak(dtype: str) -> float | None:
@@ -90,7 +77,7 @@ def alignment(m: int = 8192, n: int = 8192, ks=(8184, 8190, 8191, 8192, 8193, 82
     """cuBLAS TFLOP/s of (m×k) @ (k×n) for each k, and for the unaligned ones the same product with k zero-padded
     to the next multiple of 8 (padding done inside the timed call, so its cost counts). Useful flops (2·m·n·k)."""
     device.require_gpu("The alignment sweep")
-    out = {"m": m, "n": n, "dtype": str(dtype).replace("torch.", ""), "k": [], "tflops": [], "padded_tflops": []}
+    out = {"m": m, "n": n, "dtype": dtypes.torch_name(dtype), "k": [], "tflops": [], "padded_tflops": []}
     big_a = torch.randn(m, max(ks) + 8, device="cuda", dtype=dtype)
     big_b = torch.randn(max(ks) + 8, n, device="cuda", dtype=dtype)
     for k in ks:

@@ -9,7 +9,11 @@ largest value), as real FP8 matmuls do.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
+
+from gpucourse import dtypes
 
 # (name, input dtype or "tf32", output dtype)
 LADDER = [("fp32", torch.float32, torch.float32), ("tf32", "tf32", torch.float32),
@@ -32,14 +36,22 @@ def fp8_quantize(x: torch.Tensor, dtype=torch.float8_e4m3fn, rowwise: bool = Fal
     return (x / scale).to(dtype), scale
 
 
-def _fp32_matmul(a, b, tf32: bool):
-    """``a @ b`` in float32 with TF32 tensor cores on or off (the setting is put back), as float64."""
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """Switch TF32 for float32 matmuls on or off inside the block (what ``torch.set_float32_matmul_precision``
+    sets: "highest" = off, "high" = on), and restore the previous setting."""
     old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
     try:
-        return (a.float() @ b.float()).double()
+        yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def _fp32_matmul(a, b, on: bool):
+    """``a @ b`` in float32 with TF32 tensor cores ``on`` or off, as float64."""
+    with tf32(on):
+        return (a.float() @ b.float()).double()
 
 
 def emulate(a: torch.Tensor, b: torch.Tensor, dtype, out_dtype) -> torch.Tensor:
@@ -67,9 +79,9 @@ def measured(a: torch.Tensor, b: torch.Tensor, dtype, out_dtype) -> torch.Tensor
     from gpucourse import device
 
     if dtype == "tf32":
-        return _fp32_matmul(a, b, tf32=True) if device.has_tf32() else None
+        return _fp32_matmul(a, b, on=True) if device.has_tf32() else None
     if dtype == torch.float32:
-        return _fp32_matmul(a, b, tf32=False)
+        return _fp32_matmul(a, b, on=False)
     if dtype == torch.bfloat16 and not device.has_bf16():
         return None
     if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
@@ -119,10 +131,10 @@ def scaling_errors(rows: int = 256, cols: int = 512, outlier: float = 1000.0, se
     x = torch.randn(rows, cols, generator=gen)
     x[0] *= outlier
     out = {}
-    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # noqa: B007
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         for rowwise in (False, True):
             q, s = fp8_quantize(x, dtype, rowwise)
             back = q.double() * s.double()
-            out[(str(dtype).replace("torch.float8_", ""), "row-wise" if rowwise else "per-tensor")] = \
+            out[(dtypes.torch_name(dtype).removeprefix("float8_"), "row-wise" if rowwise else "per-tensor")] = \
                 rel_error(back[1:], x[1:].double())
     return out

@@ -22,6 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .precision import tf32
+
 STEPS_GPU = 60  # training steps per run on a GPU (the tiny CPU-mode model takes fewer in the lesson)
 MODES = ("fp32", "tf32", "bf16 autocast", "fp16 autocast + GradScaler")
 
@@ -97,20 +99,6 @@ def batch(c: Config, gen: torch.Generator, dev) -> tuple:
     return seq[:, :-1], seq[:, 1:]
 
 
-@contextlib.contextmanager
-def tf32_switch(mode: str):
-    """TF32 on for fp32 matmuls in mode "tf32" only, off otherwise, for the whole step (forward, backward and
-    optimizer: the backward's matmuls need it too); the previous setting is restored after."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
-
-
 def autocast(mode: str, dev):
     """The forward pass's context: autocast to bf16 or fp16 for those modes, nothing otherwise. The backward runs
     outside it, in the dtypes autocast chose for the forward (as PyTorch recommends)."""
@@ -127,6 +115,8 @@ def train(mode: str, steps: int = 30, seed: int = 0, c: Config | None = None, ti
     from gpucourse import device
     from gpucourse.timing import bench
 
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     c = c or Config.for_mode()
     dev = device.torch_device()
     if mode == "tf32" and dev.type == "cuda" and not device.has_tf32():
@@ -142,7 +132,7 @@ def train(mode: str, steps: int = 30, seed: int = 0, c: Config | None = None, ti
 
     def step():
         x, y = batch(c, gen, dev)
-        with tf32_switch(mode):
+        with tf32(mode == "tf32"):  # the whole step: the backward's matmuls need it too
             with autocast(mode, dev):
                 logits = model(x)
                 loss = F.cross_entropy(logits.float().view(-1, c.vocab), y.reshape(-1))

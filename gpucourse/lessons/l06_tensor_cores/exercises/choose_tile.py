@@ -1,8 +1,8 @@
 """Lesson 06's second exercise: choose the tile that the wave model says is fastest for a GEMM shape.
 
 Judged (``Exercise.judge``): every case draws fresh shapes and per-SM tile speeds from the check's secret seed; the
-expected tile comes from :func:`gpucourse.lessons.l06_tensor_cores.waves.choose_tile`. Where two tiles predict the
-same time (to 1e-9), either is accepted.
+judge times every candidate with :func:`gpucourse.lessons.l06_tensor_cores.waves.predicted_ms` (as
+``waves.choose_tile`` does) so that where two tiles predict the same time (to 1e-9), either is accepted.
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def judge(fn, params: dict, seed: int) -> list:
         right = [t for t, ms in times.items() if ms <= best * (1 + 1e-9)]
         got = fn(m, n, k, dict(tiles), sms)
         where = f"M={m}, N={n}, K={k}, {sms} SMs, tiles {tiles}"
-        key = tuple(got) if isinstance(got, (tuple, list)) and not isinstance(got, str) else got
+        key = got
         if not isinstance(got, tuple):
             problems.append(f"{where}: returned {type(got).__name__} {got!r:.40}, expected a tuple "
                             f"(tile_m, tile_n)")

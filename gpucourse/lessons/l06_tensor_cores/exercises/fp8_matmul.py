@@ -61,9 +61,10 @@ def quantize(x, dtype_name: str = FP8):
     Returns (q, scale as a 0-d float32 tensor); q is float16 holding the same values when ``dtype_name`` says so."""
     import torch
 
-    scale = (x.abs().max().float() / torch.finfo(torch.float8_e4m3fn).max).clamp(min=1e-12)
-    q = (x / scale).to(torch.float8_e4m3fn)
-    return (q if dtype_name == FP8 else q.to(getattr(torch, dtype_name))), scale.reshape(())
+    from ..precision import fp8_quantize
+
+    q, scale = fp8_quantize(x)
+    return (q if dtype_name == FP8 else q.to(getattr(torch, dtype_name))), scale
 
 
 def make_inputs(params: dict, gen) -> tuple:
