@@ -381,14 +381,14 @@ def test_a_raised_message_is_the_exception_line_not_the_tracebacks_last_line():
             "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
             "CUDA kernel errors might be asynchronously reported at some other API call.\n"
             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
-    assert grader.exception_line(cuda, "AcceleratorError") == \
+    assert checker.exception_line(cuda, "AcceleratorError") == \
         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     nvcc = ("Traceback (most recent call last):\n  File \"x.py\", line 9, in block_sum\n"
             "gpucourse.cuda_build.CudaCompileError: building block_sum failed:\n\n"
             "cuda.cu(12): error: identifier \"total\" is undefined\n1 error detected in the compilation of \"cuda.cu\".\n")
-    assert grader.exception_line(nvcc, "CudaCompileError") == \
+    assert checker.exception_line(nvcc, "CudaCompileError") == \
         "gpucourse.cuda_build.CudaCompileError: building block_sum failed: cuda.cu(12): error: identifier \"total\" " \
         "is undefined"
-    assert grader.exception_line("Traceback:\nIndexError: list index out of range", "IndexError") == \
+    assert checker.exception_line("Traceback:\nIndexError: list index out of range", "IndexError") == \
         "IndexError: list index out of range"
-    assert grader.exception_line("no exception line here", "ValueError") == "no exception line here"
+    assert checker.exception_line("no exception line here", "ValueError") == "no exception line here"

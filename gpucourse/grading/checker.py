@@ -300,6 +300,27 @@ def learner_traceback(exc: BaseException) -> str:
     return text
 
 
+def first_problem(text: str) -> str:
+    """The first line of ``text`` (a failed check's detail, an exception's message), with the next non-blank line
+    when it ends in ":" (a heading, as "8 synchronization(s) inside train_fast:" or CudaCompileError's)."""
+    lines = text.splitlines() or [""]
+    rest = next((ln.strip() for ln in lines[1:] if ln.strip()), "") if lines[0].rstrip().endswith(":") else ""
+    return lines[0].rstrip() + (" " + rest if rest else "")
+
+
+def exception_line(traceback_text: str, exc_type: str = "") -> str:
+    """The line of a traceback that says what was raised ("IndexError: index 5 is out of bounds"), not its last
+    line: torch's CUDA errors end with advice ("Compile with `TORCH_USE_CUDA_DSA` ...") and a compiler error with
+    its summary. A heading ("... failed:") gets its next line, as in :func:`first_problem`."""
+    lines = [ln.rstrip() for ln in traceback_text.strip().splitlines()]
+    names = {n for n in (exc_type, exc_type.rsplit(".", 1)[-1]) if n}
+    for i in range(len(lines) - 1, -1, -1):
+        head = lines[i].split(":", 1)[0].strip()
+        if head.rsplit(".", 1)[-1] in names or (not names and head.endswith(("Error", "Exception", "Exit", "Interrupt"))):
+            return first_problem("\n".join(lines[i:])).strip()
+    return lines[-1].strip() if lines else ""
+
+
 def is_not_implemented(exc: BaseException) -> bool:
     return isinstance(exc, NotImplementedError)
 
@@ -429,7 +450,8 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
                                + ("\n  ! the timing is above this GPU's peak: a measurement error"
                                   if p["suspicious"] else ""))
             except Exception as exc:
-                result.perf = f"speed: could not be measured ({learner_traceback(exc).strip().splitlines()[-1]})"
+                result.perf = (f"speed: could not be measured "
+                               f"({exception_line(learner_traceback(exc), type(exc).__name__)})")
         else:
             result.perf = "speed: measured on a GPU only (CPU mode checks correctness)."
     if not quiet:

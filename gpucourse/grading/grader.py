@@ -333,21 +333,13 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     return result
 
 
-def _first_problem(text: str) -> str:
-    """The first line of ``text`` (a failed check's detail, an exception's message), with the next non-blank line
-    when it ends in ":" (a heading, as "8 synchronization(s) inside train_fast:" or CudaCompileError's)."""
-    lines = text.splitlines() or [""]
-    rest = next((ln.strip() for ln in lines[1:] if ln.strip()), "") if lines[0].rstrip().endswith(":") else ""
-    return lines[0].rstrip() + (" " + rest if rest else "")
-
-
 def first_failure(checks: list, limit: int = 300) -> str:
     """\"case 'n=1023' failed: <its first problem line>\" for the first failed check, or "" when none failed: the
     reason a crashed or timed-out submission's message gives, found before the process died."""
     first = next((c for c in checks if not c["passed"]), None)
     if first is None:
         return ""
-    what = _first_problem(first["detail"]).strip()
+    what = checker.first_problem(first["detail"]).strip()
     if len(what) > limit:
         what = what[:limit - 3].rstrip() + "..."
     return f"case {first['name']!r} failed" + (f": {what}" if what else "")
@@ -439,7 +431,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         result.status, result.message = "passed", f"all {n_pass} cases passed"
     else:
         first = next(c for c in result.checks if not c["passed"])
-        what = _first_problem(first["detail"])
+        what = checker.first_problem(first["detail"])
         result.status = "failed"
         result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
                           f"{first['name']}: {what}")
@@ -461,23 +453,10 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
     expect("done")
 
 
-def exception_line(traceback_text: str, exc_type: str = "") -> str:
-    """The line of a traceback that says what was raised ("IndexError: index 5 is out of bounds"), not its last
-    line: torch's CUDA errors end with advice ("Compile with `TORCH_USE_CUDA_DSA` ...") and a compiler error with
-    its summary. A heading ("... failed:") gets its next line, as in :func:`_first_problem`."""
-    lines = [ln.rstrip() for ln in traceback_text.strip().splitlines()]
-    names = {n for n in (exc_type, exc_type.rsplit(".", 1)[-1]) if n}
-    for i in range(len(lines) - 1, -1, -1):
-        head = lines[i].split(":", 1)[0].strip()
-        if head.rsplit(".", 1)[-1] in names or (not names and head.endswith(("Error", "Exception", "Exit", "Interrupt"))):
-            return _first_problem("\n".join(lines[i:])).strip()
-    return lines[-1].strip() if lines else ""
-
-
 def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: tuple = ()) -> None:
     """The submission raised on ``case`` (or, judged, tampered with what the judge relies on): status error."""
     result.status, result.score = "error", 0.0
-    last = exception_line(str(msg.get("traceback", "")), str(msg.get("exc_type") or ""))[:200]
+    last = checker.exception_line(str(msg.get("traceback", "")), str(msg.get("exc_type") or ""))[:200]
     if msg.get("tampered") is True and ex.judge is not None:  # the worker's isinstance(exc, judging.Tampered)
         what = f"tampered with the judge ({last.split(': ', 1)[-1]})"
         result.flags.append("tampered with the judge")

@@ -242,7 +242,7 @@ def main(argv=None) -> int:
             try:
                 perf = measure_perf(ex, fn)
             except BaseException as exc:  # noqa: BLE001
-                perf = {"error": learner_tb(exc).strip().splitlines()[-1]}
+                perf = {"error": checker.exception_line(learner_tb(exc), type(exc).__name__)}
             reply("perf", perf=perf)
         else:
             flush()
