@@ -83,6 +83,52 @@ def record(name: str, result: dict, show: bool = True) -> dict:
     return res
 
 
+def run_in_child(name: str, timeout_s: float = 300) -> dict:
+    """Run benchmark ``name`` in a child Python process and return its result (as its function returned it, for
+    :func:`record`). For benchmarks that load code the course does not control (torchao's native kernels,
+    ``torch.compile``): if that code crashes the process or hangs, the notebook's kernel lives on and this raises
+    ``RuntimeError`` with the child's last lines. The child's progress lines are passed through as they come."""
+    import subprocess
+    import tempfile
+    import threading
+
+    if name not in registry():
+        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(registry())}")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        code = ("import json, sys, gpucourse, gpucourse.benchmarks as b; "
+                f"r = b.registry()[{name!r}]['fn'](); json.dump(r, open({out!r}, 'w'), default=str)")
+        env = dict(os.environ)
+        env.pop("GPUCOURSE_RECORD", None)  # the parent records the result, once
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+        tail: list = []
+        deadline = time.monotonic() + timeout_s
+
+        def pump():
+            for line in proc.stdout:
+                tail.append(line.rstrip())
+                del tail[:-20]
+                print(line, end="", flush=True)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"benchmark {name} did not finish in {timeout_s:.0f} s (child process killed); its "
+                               f"last lines:\n" + "\n".join(tail[-8:])) from None
+        reader.join(timeout=5)
+        if proc.returncode != 0 or not os.path.exists(out):
+            how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}")
+            raise RuntimeError(f"benchmark {name} failed in its child process ({how}); its last lines:\n" +
+                               "\n".join(tail[-8:]))
+        with open(out) as f:
+            return json.load(f)
+
+
 def _read_results(path: str) -> dict:
     if not os.path.exists(path):
         return {"results": {}}

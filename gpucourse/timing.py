@@ -34,7 +34,7 @@ class BenchResult:
     bytes: float | None = None
     flops: float | None = None
     dtype: str | None = None
-    flush_l2: bool = True
+    flush_l2: bool | str = True
     peak_gbs: float | None = None
     peak_tflops: float | None = None
     warnings: list = dataclasses.field(default_factory=list)
@@ -226,11 +226,11 @@ def _do_bench():
     return fn
 
 
-def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flush_l2: bool, min_reps: int,
+def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flush_l2: bool | str, min_reps: int,
                  max_reps: int) -> list:
     import torch
 
-    do_bench = _do_bench() if flush_l2 else None
+    do_bench = _do_bench() if flush_l2 and flush_l2 != "read" else None
     samples = None
     if do_bench is not None:
         try:
@@ -242,8 +242,13 @@ def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flus
             more_ms = (min_reps - len(samples)) * statistics.median(samples) * 1.1
             samples += list(do_bench(fn, warmup=0, rep=more_ms, return_mode="all"))
         return samples[:max_reps]
-    # No flush (do_bench always flushes) or no Triton: the same protocol through event_times.
-    flush = _l2_flush_buffer().zero_ if flush_l2 else None
+    # A read flush, no flush (do_bench always flushes, by writing) or no Triton: the same protocol through
+    # event_times.
+    if flush_l2 == "read":
+        buf = _l2_flush_buffer()
+        flush = lambda: buf.sum(dtype=torch.int32)  # noqa: E731  (reads every byte, leaves L2's lines clean)
+    else:
+        flush = _l2_flush_buffer().zero_ if flush_l2 else None
     fn()  # compile, allocate, autotune: never timed
     estimate = max(statistics.mean(event_times(fn, reps=5, warmup=0, before=flush, wait_each=False)), 1e-4)
     n_warmup = max(1, int(warmup_ms / estimate))
@@ -320,14 +325,19 @@ def settle(fn: Callable[[], object], seconds: float = 2.0) -> None:
 
 
 def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None = None, dtype=None,
-          name: str | None = None, warmup_ms: float = 25, rep_ms: float = 100, flush_l2: bool = True,
+          name: str | None = None, warmup_ms: float = 25, rep_ms: float = 100, flush_l2: bool | str = True,
           min_reps: int = 10, max_reps: int = 100_000, **kwargs) -> BenchResult:
     """Time ``fn(*args, **kwargs)`` and return a :class:`BenchResult` (median, spread, GB/s, TFLOP/s, % of peak).
 
     ``bytes``: bytes the operation must move through memory (each input read once, each output written once);
     ``flops``: floating-point operations it does; ``dtype``: which tensor-core peak ``flops`` is compared with.
     ``warmup_ms``/``rep_ms``: how long to warm up and to measure (as in ``triton.testing.do_bench``).
-    ``flush_l2``: on a GPU, evict L2 before each repeat so inputs come from device memory.
+    ``flush_l2``: on a GPU, evict L2 before each repeat so inputs come from device memory. ``True`` flushes as
+    ``do_bench`` does, by writing zeros over a buffer larger than L2; L2 is then full of dirty lines, which a kernel
+    that reads more than L2 holds pays to write back while it runs (on the course's H100 about 10 µs: a 134 MB
+    bf16 GEMV took 60 µs after such a flush and 50 µs after a read, ``results/h100-explore-quant-flush.json``).
+    ``"read"`` flushes by reading the buffer instead, which leaves L2 holding clean lines, as a model's next layer
+    finds it; use it for short memory-bound kernels. ``False``: no flush.
 
     Compute-bound kernels on a power-capped GPU: clocks wander over longer than the default 100 ms window, so two
     calls can differ by a few percent (on the course's H100, bf16 8192³ matmul medians varied with a CV of 3.5%, as

@@ -1,0 +1,65 @@
+"""Lesson 07's fifth exercise: W4A16, a Triton GEMV with packed int4 weights and group scales."""
+from __future__ import annotations
+
+from gpucourse import device
+from gpucourse.grading.exercise import Case, Exercise, Perf
+
+STATEMENT = """\
+Write `int4_gemv(x, packed, scales, group_size)` that returns `y = x @ W.T` as a new bfloat16 tensor (M, N), where
+W[n, k] = q[n, k] * scales[n, k // group_size] and q is unpacked from `packed` in the lesson's layout (q[n, 2j] in
+the low nibble of packed[n, j], q[n, 2j + 1] in the high nibble, signed 4-bit), computed by a Triton kernel you
+launch. `x` is bfloat16 (M, K), M from 1 to 16; `packed` uint8 (N, K // 2); `scales` float32 (N, K // group_size);
+`group_size` is 32, 64 or 128 and divides K (K need not be a power of two: K = 3 * 128 is a valid shape); N can be
+anything from 1 up. Unpack in registers (shifts), multiply and accumulate in float32, and apply each group's scale
+in float32 (to the group's partial sum or to each weight). Never round partial sums to bfloat16 ("cancelling
+halves" shows it), and no torch matmul on a dequantized matrix.
+"""
+
+
+def make_inputs(params: dict, gen) -> tuple:
+    from gpucourse.lessons.l07_quantization import gemv_inputs
+
+    m, n, k, g = params["m"], params["n"], params["k"], params["group_size"]
+    kind = params.get("kind", "random")
+    _, packed, scales = gemv_inputs.int4_weights(n, k, g, gen, kind)
+    return gemv_inputs.activations(m, k, gen, kind), packed, scales, g
+
+
+def reference(x, packed, scales, group_size):
+    from gpucourse.lessons.l07_quantization import gemv_inputs, packing
+
+    q = packing.unpack_int4_torch(packed)
+    return gemv_inputs.exact(x, gemv_inputs.dequant_int4(q, scales, group_size))
+
+
+def gemv_bytes(x, packed, scales, group_size) -> int:
+    return packed.numel() + 4 * scales.numel() + 2 * x.numel() + 2 * x.shape[0] * packed.shape[0]
+
+
+_LARGE = device.size(cpu=(200, 1536), gpu=(4099, 8192))
+
+EXERCISE = Exercise(
+    id="int4_gemv",
+    function="int4_gemv",
+    signature="int4_gemv(x: Tensor, packed: Tensor, scales: Tensor, group_size: int) -> Tensor",
+    statement=STATEMENT,
+    kind="triton",
+    make_inputs=make_inputs,
+    reference=reference,
+    cases=(
+        Case("M=1, 256x512, group 128", {"m": 1, "n": 256, "k": 512, "group_size": 128}),
+        Case("M=1, K=384 = 3x128 (not a power of two)", {"m": 1, "n": 96, "k": 384, "group_size": 128}),
+        Case("M=16, 128x256, group 64", {"m": 16, "n": 128, "k": 256, "group_size": 64}),
+        Case("M=5, N=77 (ragged), K=160, group 32", {"m": 5, "n": 77, "k": 160, "group_size": 32}),
+        Case("M=3, rows of zeros, group 32", {"m": 3, "n": 64, "k": 256, "group_size": 32, "kind": "zero rows"}),
+        Case("M=2, cancelling halves, K=4096, group 128", {"m": 2, "n": 64, "k": 4096, "group_size": 128,
+                                                          "kind": "cancelling"}),
+        Case(f"M=1, large {_LARGE[0]}x{_LARGE[1]}, group 128", {"m": 1, "n": _LARGE[0], "k": _LARGE[1],
+                                                                "group_size": 128}),
+    ),
+    determinism="tolerance",
+    reference_ops=("aten.mm", "aten.matmul", "aten.addmm", "aten.bmm", "aten.linear", "aten.mv",
+                   "aten._weight_int4pack_mm"),
+    perf=Perf(baseline="copy", target=0.7, params={"m": 1, "n": 8192, "k": 8192, "group_size": 128},
+              bytes=gemv_bytes),
+)

@@ -1,0 +1,65 @@
+"""Lesson 07's fourth exercise: W8A16, a Triton GEMV with int8 weights and per-row scales."""
+from __future__ import annotations
+
+from gpucourse import device
+from gpucourse.grading.exercise import Case, Exercise, Perf
+
+STATEMENT = """\
+Write `int8_gemv(x, q, scale)` that returns `y = x @ (q * scale[:, None]).T` as a new bfloat16 tensor (M, N),
+computed by a Triton kernel you launch. `x` is bfloat16 (M, K) with M from 1 to 16 (decoding: a few tokens at a
+time); `q` is int8 (N, K) (nn.Linear's layout, one row per output) and `scale` float32 (N,). K and N can be anything
+from 1 up (not powers of two, not multiples of your blocks): mask the edges. Read each weight once as int8,
+convert it in registers, multiply and accumulate in float32, and apply the scale to the float32 sum (or to each
+weight in float32). Do not round dequantized weights or partial sums to bfloat16 (8 significant bits): the case
+"cancelling halves" is built so that either shows. No torch matmul: materializing the bf16 weight matrix moves
+three times the bytes the kernel exists to save.
+"""
+
+
+def make_inputs(params: dict, gen) -> tuple:
+    from gpucourse.lessons.l07_quantization import gemv_inputs
+
+    m, n, k = params["m"], params["n"], params["k"]
+    kind = params.get("kind", "random")
+    q, scale = gemv_inputs.int8_weights(n, k, gen, kind)
+    return gemv_inputs.activations(m, k, gen, kind), q, scale
+
+
+def reference(x, q, scale):
+    """float64 products of x and the dequantized weights, rounded once to bfloat16 (what reads in: x, q, scale;
+    what is written: y)."""
+    from gpucourse.lessons.l07_quantization import gemv_inputs
+
+    return gemv_inputs.exact(x, gemv_inputs.dequant_int8(q, scale))
+
+
+def gemv_bytes(x, q, scale) -> int:
+    """Bytes the call must move: q once, the scales, x, and y written."""
+    return q.numel() + 4 * scale.numel() + 2 * x.numel() + 2 * x.shape[0] * q.shape[0]
+
+
+_LARGE = device.size(cpu=(200, 1536), gpu=(4099, 8192))
+
+EXERCISE = Exercise(
+    id="int8_gemv",
+    function="int8_gemv",
+    signature="int8_gemv(x: Tensor, q: Tensor, scale: Tensor) -> Tensor",
+    statement=STATEMENT,
+    kind="triton",
+    make_inputs=make_inputs,
+    reference=reference,
+    cases=(
+        Case("M=1, 256x512", {"m": 1, "n": 256, "k": 512}),
+        Case("M=1, K=1000 (not a power of two)", {"m": 1, "n": 96, "k": 1000}),
+        Case("M=16, 128x384", {"m": 16, "n": 128, "k": 384}),
+        Case("M=5, N=77 (ragged against the block), K=33", {"m": 5, "n": 77, "k": 33}),
+        Case("M=3, rows of zeros", {"m": 3, "n": 64, "k": 256, "kind": "zero rows"}),
+        Case("M=2, cancelling halves, K=4096", {"m": 2, "n": 64, "k": 4096, "kind": "cancelling"}),
+        Case(f"M=1, large {_LARGE[0]}x{_LARGE[1]}", {"m": 1, "n": _LARGE[0], "k": _LARGE[1]}),
+    ),
+    # A split-K kernel that adds partial sums with atomics is allowed: its bits may differ between runs.
+    determinism="tolerance",
+    reference_ops=("aten.mm", "aten.matmul", "aten.addmm", "aten.bmm", "aten.linear", "aten.mv",
+                   "aten._int_mm", "aten._weight_int8pack_mm"),
+    perf=Perf(baseline="copy", target=0.8, params={"m": 1, "n": 8192, "k": 8192}, bytes=gemv_bytes),
+)

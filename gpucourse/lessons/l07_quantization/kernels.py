@@ -1,0 +1,301 @@
+"""Weight-only quantized GEMV/GEMM in Triton: ``y = x @ dequant(W).T`` with bf16 activations and int8 or packed
+int4 weights, dequantized in registers and accumulated in float32.
+
+* W8A16 (:func:`w8a16_gemv`): ``q`` int8 (N, K), one float32 scale per output row (N,). The scale is the same for
+  a whole row, so it is applied once, to the finished float32 sum.
+* W4A16 (:func:`w4a16_gemv`): ``packed`` uint8 (N, K // 2) in :mod:`.packing`'s layout, float32 group scales
+  (N, K // group_size). Each group's partial sum is multiplied by its scale before it joins the total.
+
+``x`` is (M, K), bfloat16 or float16; the output is (M, N) in x's dtype. Two code paths:
+
+* *rows* (small M, the decode case): each program owns ``BLOCK_N`` output rows and one row of ``x``; it streams
+  its weight rows through registers, multiplies in float32 on the CUDA cores and reduces once at the end. Programs
+  that share a weight tile but not a row of ``x`` run next to each other, so for M > 1 the tile comes from L2.
+* *dot* (larger M): tiles of ``BLOCK_M`` rows of x against ``BLOCK_N`` weight rows on tensor cores (``tl.dot`` on
+  bf16 operands: the int8/int4 values are exact in bf16, products are exact in float32, the sum is float32).
+
+The weights dominate the bytes moved (N*K for int8, N*K/2 for int4 against 2*N*K for bf16); at M = 1 the kernel is
+memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`). Block sizes come from :data:`CONFIGS`
+(measured on an H100, see ``benchmarks/explore_quantization.py``) and can be overridden per call.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # no Triton (macOS/Windows): the kernels are unavailable, the rest of the lesson is not
+    triton = tl = None
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+ACT_DTYPES = (torch.bfloat16, torch.float16)
+
+# Chosen by benchmarks/explore_quantization.py on an H100 (see its results file); the interpreter gets bigger
+# blocks and fewer programs, which is what makes it fast.
+CONFIGS = {
+    "w8_rows": dict(BLOCK_N=8, BLOCK_K=1024, STAGES=3, num_warps=4),
+    "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
+    "w4_rows": dict(BLOCK_N=8, BLOCK_K=512, STAGES=3, num_warps=4),
+    "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
+    "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
+    "w4_rows_max_m": 3,
+}
+CPU_CONFIGS = {
+    "w8_rows": dict(BLOCK_N=32, BLOCK_K=256, STAGES=1),
+    "w8_dot": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64),
+    "w4_rows": dict(BLOCK_N=32, BLOCK_K=256, STAGES=1),
+    "w4_dot": dict(BLOCK_M=16, BLOCK_N=32),
+    "w8_rows_max_m": 4,
+    "w4_rows_max_m": 4,
+}
+
+
+def configs() -> dict:
+    return CPU_CONFIGS if INTERPRETED else CONFIGS
+
+
+def gemv_bytes(m: int, n: int, k: int, weight: str, group_size: int = 128) -> int:
+    """The least bytes a weight-only GEMM must move: weights (+ scales), x read once, y written once (bf16 x, y)."""
+    io = 2 * m * k + 2 * m * n
+    if weight == "bf16":
+        return 2 * n * k + io
+    if weight == "int8":
+        return n * k + 4 * n + io
+    if weight == "int4":
+        return n * k // 2 + 4 * n * (k // group_size) + io
+    raise ValueError(f"weight must be 'bf16', 'int8' or 'int4', not {weight!r}")
+
+
+if triton is not None:
+    # int -> float without the conversion instruction. An H100 SM issues int-to-float conversions at a quarter of
+    # its FP32 add rate (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table: 16 against 64 per
+    # clock per SM for compute capability 9.0). OR a non-negative integer u < 2**23 into the mantissa of the float
+    # 2**23 (bits 0x4B000000) and the float's value is 2**23 + u: one logic op, and one subtraction removes the
+    # 2**23 and the offset that made u non-negative. Exact for every int8 and int4 value.
+    @triton.jit
+    def int8_to_float(w):
+        """int8 tile -> float32: the byte plus 128 (XOR of the sign bit) in the mantissa of 2**23, minus 2**23+128."""
+        return ((w.to(tl.int32) & 0xFF) ^ 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+
+    @triton.jit
+    def nibble_to_float(u):
+        """A 4-bit two's-complement value held as 0..15 (int32) -> float32 -8..7: XOR 8 maps it to the value plus 8."""
+        return (u ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+
+    @triton.jit
+    def w8a16_kernel(x_ptr, q_ptr, s_ptr, out_ptr, M, N, K, stride_xm, stride_qn, stride_om,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT: tl.constexpr,
+                     EVEN_K: tl.constexpr, INTERPRETED: tl.constexpr, STAGES: tl.constexpr = 1):
+        pid_m = tl.program_id(0)  # fastest-varying: programs that share a weight tile run side by side
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = rn < N
+        rk = tl.arange(0, BLOCK_K)
+        q_rows = q_ptr + rn.to(tl.int64)[:, None] * stride_qn
+        s = tl.load(s_ptr + rn, mask=n_ok, other=0.0)
+        if DOT:
+            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            m_ok = rm < M
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                kk = k0 + rk
+                if EVEN_K:
+                    w = tl.load(q_rows + kk[None, :], mask=n_ok[:, None], other=0)
+                    x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=m_ok[:, None], other=0.0)
+                else:
+                    w = tl.load(q_rows + kk[None, :], mask=n_ok[:, None] & (kk < K)[None, :], other=0)
+                    x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :],
+                                mask=m_ok[:, None] & (kk < K)[None, :], other=0.0)
+                if INTERPRETED:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584): float32 there
+                    acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+                else:  # int8 -> bf16 is exact (|q| <= 127 needs 7 bits), products exact, sum in float32
+                    acc = tl.dot(x, tl.trans(w.to(x.dtype)), acc)
+            y = acc * s[None, :]
+            tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], y.to(out_ptr.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
+        else:
+            x_row = x_ptr + pid_m * stride_xm
+            acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES):  # STAGES: loads issued that many steps ahead
+                kk = k0 + rk
+                if EVEN_K:
+                    w = tl.load(q_rows + kk[None, :], mask=n_ok[:, None], other=0)
+                    x = tl.load(x_row + kk)
+                else:
+                    w = tl.load(q_rows + kk[None, :], mask=n_ok[:, None] & (kk < K)[None, :], other=0)
+                    x = tl.load(x_row + kk, mask=kk < K, other=0.0)
+                acc += int8_to_float(w) * x.to(tl.float32)[None, :]
+            y = tl.sum(acc, axis=1) * s
+            tl.store(out_ptr + pid_m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
+
+    @triton.jit
+    def w4a16_kernel(x_ptr, p_ptr, s_ptr, out_ptr, M, N, K, stride_xm, stride_pn, stride_sn, stride_om,
+                     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS_PER_STEP: tl.constexpr,
+                     DOT: tl.constexpr, EVEN_G: tl.constexpr, INTERPRETED: tl.constexpr, STAGES: tl.constexpr = 1):
+        HALF: tl.constexpr = GROUP // 2  # bytes per group and row
+        n_groups = K // GROUP
+        pid_m = tl.program_id(0)
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = rn < N
+        rj = tl.arange(0, HALF)
+        p_rows = p_ptr + rn.to(tl.int64)[:, None] * stride_pn
+        s_rows = s_ptr + rn.to(tl.int64) * stride_sn
+        if DOT:
+            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            m_ok = rm < M
+            x_rows = x_ptr + rm[:, None] * stride_xm
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for g in range(0, n_groups):
+                byte = g * HALF + rj
+                b = tl.load(p_rows + byte[None, :], mask=n_ok[:, None], other=0).to(tl.int32)  # (BN, HALF)
+                lo = (b << 28) >> 28  # q[:, 2j]: sign-extended low nibble
+                hi = b >> 4  # q[:, 2j+1]: arithmetic shift keeps the sign
+                xe = tl.load(x_rows + 2 * byte[None, :], mask=m_ok[:, None], other=0.0)  # x[:, 2j]
+                xo = tl.load(x_rows + 2 * byte[None, :] + 1, mask=m_ok[:, None], other=0.0)  # x[:, 2j+1]
+                if INTERPRETED:
+                    part = tl.dot(xe.to(tl.float32), tl.trans(lo.to(tl.float32)), input_precision="ieee")
+                    part = tl.dot(xo.to(tl.float32), tl.trans(hi.to(tl.float32)), part, input_precision="ieee")
+                else:
+                    part = tl.dot(xe, tl.trans(lo.to(xe.dtype)))
+                    part = tl.dot(xo, tl.trans(hi.to(xo.dtype)), part)
+                s = tl.load(s_rows + g, mask=n_ok, other=0.0)
+                acc += part * s[None, :]
+            tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
+        else:
+            x_row = x_ptr + pid_m * stride_xm
+            rg = tl.arange(0, GROUPS_PER_STEP)
+            r2 = tl.arange(0, 2)
+            acc = tl.zeros((BLOCK_N, GROUPS_PER_STEP, HALF), dtype=tl.float32)
+            for g0 in tl.range(0, n_groups, GROUPS_PER_STEP, num_stages=STAGES):
+                gg = g0 + rg
+                byte = gg[:, None] * HALF + rj[None, :]  # (GROUPS_PER_STEP, HALF)
+                # x[2j] and x[2j+1] read as one contiguous run, then split: two stride-2 loads are slower
+                x_pair = x_row + 2 * byte[:, :, None] + r2[None, None, :]
+                if EVEN_G:
+                    b = tl.load(p_rows[:, :, None] + byte[None, :, :], mask=n_ok[:, None, None], other=0)
+                    xe, xo = tl.split(tl.load(x_pair))
+                    s = tl.load(s_rows[:, None] + gg[None, :], mask=n_ok[:, None], other=0.0)
+                else:
+                    g_ok = gg < n_groups
+                    b = tl.load(p_rows[:, :, None] + byte[None, :, :], mask=n_ok[:, None, None] &
+                                g_ok[None, :, None], other=0)
+                    xe, xo = tl.split(tl.load(x_pair, mask=g_ok[:, None, None], other=0.0))
+                    s = tl.load(s_rows[:, None] + gg[None, :], mask=n_ok[:, None] & g_ok[None, :], other=0.0)
+                b = b.to(tl.int32)
+                lo = nibble_to_float(b & 0xF)  # q[:, 2j]
+                hi = nibble_to_float((b >> 4) & 0xF)  # q[:, 2j+1]
+                part = lo * xe.to(tl.float32)[None, :, :] + hi * xo.to(tl.float32)[None, :, :]
+                acc += part * s[:, :, None]
+            y = tl.sum(tl.sum(acc, axis=2), axis=1)
+            tl.store(out_ptr + pid_m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
+
+
+def _need_triton():
+    if triton is None:
+        raise RuntimeError("the quantized GEMV kernels need Triton (Linux); it is not installed here")
+
+
+def _check_x(x, k_expected=None, what="q"):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, not {type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D (M, K): one row per token; got shape {tuple(x.shape)} (use x[None] for "
+                         f"a single vector)")
+    if x.dtype not in ACT_DTYPES:
+        raise TypeError(f"x must be bfloat16 or float16 (the activations of a W8A16/W4A16 layer), not {x.dtype}")
+    if x.shape[0] < 1 or x.shape[1] < 1:
+        raise ValueError(f"x must have at least one row and one column; got shape {tuple(x.shape)}")
+    if k_expected is not None and x.shape[1] != k_expected:
+        raise ValueError(f"x has K = {x.shape[1]} columns but {what} has K = {k_expected}")
+
+
+def _same_device(**tensors):
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        raise ValueError("all tensors must be on one device; got " +
+                         ", ".join(f"{name} on {d}" for name, d in devices.items()))
+    dev = next(iter(devices.values()))
+    if dev.type != "cuda" and not INTERPRETED:
+        raise ValueError(f"the kernels run on a CUDA GPU (or in Triton's interpreter in CPU mode); tensors are on "
+                         f"{dev}")
+
+
+def w8a16_gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, **config) -> torch.Tensor:
+    """``x @ (q * scale[:, None]).T`` for x (M, K) bf16/fp16, q (N, K) int8, scale (N,) float32 -> (M, N) in x's
+    dtype. ``config`` overrides :data:`CONFIGS` (``rows=True/False``, block sizes, ``num_warps``, ``num_stages``)."""
+    _need_triton()
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.int8 or q.dim() != 2:
+        raise TypeError(f"q must be a 2-D int8 tensor (N, K); got {getattr(q, 'dtype', type(q).__name__)} of "
+                        f"shape {tuple(getattr(q, 'shape', ()))}")
+    n, k = q.shape
+    _check_x(x, k)
+    if not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32 or tuple(scale.shape) != (n,):
+        raise ValueError(f"scale must be float32 of shape ({n},), one per row of q; got "
+                         f"{getattr(scale, 'dtype', type(scale).__name__)} of shape "
+                         f"{tuple(getattr(scale, 'shape', ()))}")
+    _same_device(x=x, q=q, scale=scale)
+    x, q, scale = x.contiguous(), q.contiguous(), scale.contiguous()
+    m = x.shape[0]
+    cfg = configs()
+    rows = config.pop("rows", m <= cfg["w8_rows_max_m"])
+    c = dict(cfg["w8_rows" if rows else "w8_dot"], **config)
+    warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    block_m = 1 if rows else c["BLOCK_M"]
+    grid = (m if rows else triton.cdiv(m, block_m), triton.cdiv(n, c["BLOCK_N"]))
+    w8a16_kernel[grid](x, q, scale, out, m, n, k, x.stride(0), q.stride(0), out.stride(0),
+                       BLOCK_M=block_m, BLOCK_N=c["BLOCK_N"], BLOCK_K=c["BLOCK_K"], DOT=not rows,
+                       EVEN_K=k % c["BLOCK_K"] == 0, INTERPRETED=INTERPRETED, STAGES=c.get("STAGES", 1), **warps)
+    return out
+
+
+def check_group_size(group_size, k: int) -> None:
+    """The group sizes the W4A16 kernel takes: a power of two from 32 up that divides K."""
+    if not isinstance(group_size, int) or group_size < 32 or group_size & (group_size - 1):
+        raise ValueError(f"group_size must be a power of two >= 32 (32, 64, 128, ...), not {group_size!r}")
+    if k % group_size:
+        raise ValueError(f"group_size {group_size} does not divide K = {k}: every group must be whole")
+
+
+def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int,
+               **config) -> torch.Tensor:
+    """``x @ W.T`` where ``W[n, k] = int4(packed)[n, k] * scales[n, k // group_size]``: x (M, K) bf16/fp16, packed
+    (N, K // 2) uint8, scales (N, K // group_size) float32 -> (M, N) in x's dtype."""
+    _need_triton()
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise TypeError(f"packed must be a 2-D uint8 tensor (N, K // 2); got "
+                        f"{getattr(packed, 'dtype', type(packed).__name__)} of shape "
+                        f"{tuple(getattr(packed, 'shape', ()))}")
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    _check_x(x, k, what="packed (2 values per byte)")
+    check_group_size(group_size, k)
+    if not isinstance(scales, torch.Tensor) or scales.dtype != torch.float32 or \
+            tuple(scales.shape) != (n, k // group_size):
+        raise ValueError(f"scales must be float32 of shape ({n}, {k // group_size}) (rows, K // group_size); got "
+                         f"{getattr(scales, 'dtype', type(scales).__name__)} of shape "
+                         f"{tuple(getattr(scales, 'shape', ()))}")
+    _same_device(x=x, packed=packed, scales=scales)
+    x, packed, scales = x.contiguous(), packed.contiguous(), scales.contiguous()
+    m = x.shape[0]
+    cfg = configs()
+    rows = config.pop("rows", m <= cfg["w4_rows_max_m"])
+    c = dict(cfg["w4_rows" if rows else "w4_dot"], **config)
+    warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
+    per_step = max(1, c.get("BLOCK_K", group_size) // group_size)
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    block_m = 1 if rows else c["BLOCK_M"]
+    grid = (m if rows else triton.cdiv(m, block_m), triton.cdiv(n, c["BLOCK_N"]))
+    w4a16_kernel[grid](x, packed.view(torch.int8), scales, out, m, n, k, x.stride(0), packed.stride(0),
+                       scales.stride(0), out.stride(0), GROUP=group_size, BLOCK_M=block_m, BLOCK_N=c["BLOCK_N"],
+                       GROUPS_PER_STEP=per_step, DOT=not rows, EVEN_G=(k // group_size) % per_step == 0,
+                       INTERPRETED=INTERPRETED, STAGES=c.get("STAGES", 1), **warps)
+    return out
+
+
+def reference_gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The exact answer, for checks: float64 ``x @ w.T`` rounded once to x's dtype (``w`` the dequantized float
+    weights)."""
+    return (x.to(torch.float64) @ w.to(torch.float64).T).to(x.dtype)

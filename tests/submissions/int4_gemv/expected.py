@@ -1,0 +1,13 @@
+"""What `gpucourse grade` must say of each known submission of int4_gemv."""
+_CANCEL = "M=2, cancelling halves, K=4096, group 128"
+EXPECTED = {
+    "right_group_steps.py": {"status": "passed", "message": "all 7 cases passed"},
+    "wrong_accumulate_bf16.py": {"status": "failed", "message": "cases failed", "fails": [_CANCEL]},
+    "wrong_nibble_order_swapped.py": {"status": "failed", "message": "7 of 7 cases failed",
+                                      "fails": ["M=1, 256x512, group 128"]},
+    "wrong_sign_lost.py": {"status": "failed", "message": "7 of 7 cases failed",
+                           "fails": ["M=1, 256x512, group 128"]},
+    "wrong_torch_dequant_matmul.py": {"status": "failed", "message": "no Triton kernel was launched",
+                                      "flags": ["calls aten.mm"]},
+}
+GPU_ONLY = False

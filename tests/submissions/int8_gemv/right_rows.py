@@ -1,0 +1,31 @@
+"""Right: each program owns BLOCK_N weight rows and one row of x, streams K in BLOCK_K steps, multiplies in
+float32 and applies the row's scale to the float32 sum."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def w8_kernel(x_ptr, q_ptr, s_ptr, out_ptr, N, K, stride_xm, stride_qn, stride_om,
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        w = tl.load(q_ptr + rn[:, None] * stride_qn + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K),
+                    other=0)
+        x = tl.load(x_ptr + m * stride_xm + kk, mask=kk < K, other=0.0)
+        acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
+    s = tl.load(s_ptr + rn, mask=rn < N, other=0.0)
+    tl.store(out_ptr + m * stride_om + rn, (tl.sum(acc, axis=1) * s).to(tl.bfloat16), mask=rn < N)
+
+
+def int8_gemv(x, q, scale):
+    x, q = x.contiguous(), q.contiguous()
+    (m, k), n = x.shape, q.shape[0]
+    out = torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
+    w8_kernel[(m, triton.cdiv(n, 32))](x, q, scale, out, n, k, x.stride(0), q.stride(0), out.stride(0),
+                                       BLOCK_N=32, BLOCK_K=128)
+    return out
