@@ -60,8 +60,20 @@ def facts() -> dict:
         "l2_mib": round(p.l2_bytes / 2**20, 1) if p else None,
         "capabilities": caps.__dict__ if caps else None,
         "spec": spec.key if spec else None,
+        "isolation": _isolation(),
     })
     return f
+
+
+def _isolation() -> dict:
+    """How `gpucourse grade` would isolate submissions here: {"level", "detail"} (the detail says how to get the
+    full level when it is not there)."""
+    from .grading import sandbox
+
+    try:
+        return sandbox.detect().to_dict()
+    except (ValueError, RuntimeError) as exc:  # GPUCOURSE_ISOLATION unknown, or bubblewrap required and missing
+        return {"level": "none", "detail": str(exc)}
 
 
 def _torch_pinned_triton() -> str | None:
@@ -180,6 +192,15 @@ def measure(seconds_budget: float = 30.0) -> dict:
     }
 
 
+def _isolation_line(iso: dict) -> str:
+    """The doctor's line on grading isolation: the level, and what it covers or how to get the full one."""
+    if iso["level"] == "bubblewrap":
+        return "bubblewrap sandbox per grading worker (`gpucourse grade`): " + iso["detail"].split(": ", 1)[-1]
+    if iso["level"] == "none":
+        return f"`gpucourse grade` would refuse to grade: {iso['detail']}"
+    return f"`gpucourse grade` runs submissions at the {iso['detail']}"
+
+
 def report(do_measure: bool = False) -> str:
     f = facts()
     lines = ["gpucourse doctor", "================"]
@@ -200,7 +221,8 @@ def report(do_measure: bool = False) -> str:
               f"python:      {f['python']} on {f['platform']}",
               f"nvcc:        {f['nvcc'] or 'not found (lesson 04 cannot compile CUDA)'}",
               f"ninja:       {f['ninja'] or 'not found (lesson 04 needs it: pip install ninja)'}",
-              f"colab:       {'yes' if f['colab'] else 'no'}"]
+              f"colab:       {'yes' if f['colab'] else 'no'}",
+              f"isolation:   {_isolation_line(f['isolation'])}"]
     spec = specs.SPECS.get(f["spec"]) if f["spec"] else None
     if spec:
         lines.append(f"datasheet:   {spec.name}: {spec.bandwidth_gbs:,.0f} GB/s, bf16 "

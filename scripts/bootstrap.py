@@ -7,11 +7,18 @@ Which torch it installs:
 - an NVIDIA GPU present (nvidia-smi lists one): torch from PyPI, the CUDA build;
 - neither: the CPU build, from PyTorch's CPU index (a few hundred MB instead of several GB of CUDA libraries).
 Then ``pip install -e .`` adds the course and everything else it needs.
+
+Last, bubblewrap (``bwrap``), the sandbox ``gpucourse grade`` runs each submission in: installed with apt-get when
+this runs as root on a Debian-like system and it is missing; otherwise the command to install it is printed. The
+course works without it (the grader then isolates submissions at the process level only, and says so), so a
+failure here never fails the install. ``--only-bubblewrap`` does just this step (CI runs it before the tests).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -72,10 +79,47 @@ def install_cpu_torch(py: str, pip: list) -> None:
         run(pip + ["torch>=2.3"])
 
 
+BWRAP_MANUAL = ("sudo apt-get install bubblewrap (Debian/Ubuntu), sudo dnf install bubblewrap (Fedora); "
+                "`gpucourse doctor` shows the isolation `gpucourse grade` gets")
+
+
+def ensure_bubblewrap() -> bool:
+    """bubblewrap on PATH, installed with apt-get if this is root and it is missing; True when it is there. Never
+    fails: without it the grader still runs, at the process level."""
+    if shutil.which("bwrap"):
+        say(f"bubblewrap found ({shutil.which('bwrap')}): `gpucourse grade` runs each submission in a sandbox")
+        return True
+    if not sys.platform.startswith("linux"):
+        say("no bubblewrap (Linux only): `gpucourse grade` will isolate submissions at the process level only")
+        return False
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        say(f"bubblewrap is not installed, so `gpucourse grade` isolates submissions at the process level only. "
+            f"To sandbox them: {BWRAP_MANUAL}")
+        return False
+    say("installing bubblewrap, the sandbox `gpucourse grade` runs submissions in")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "bubblewrap"]
+    for cmd in (install, ["apt-get", "update", "-q"], install):  # the package lists may be missing (fresh image)
+        say("$ " + " ".join(cmd))
+        try:
+            rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL if "update" in cmd else None)
+        except OSError as exc:
+            rc = f"{exc}"
+        if rc == 0 and cmd is install and shutil.which("bwrap"):
+            return True
+    say(f"could not install bubblewrap (apt-get said no): `gpucourse grade` isolates submissions at the process "
+        f"level only until it is installed: {BWRAP_MANUAL}")
+    return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", default=str(ROOT / ".venv"))
+    ap.add_argument("--only-bubblewrap", action="store_true", help="only install bubblewrap (the grader's sandbox)")
     args = ap.parse_args()
+    if args.only_bubblewrap:
+        ensure_bubblewrap()
+        return
     if sys.version_info < (3, 10):
         sys.exit(f"[bootstrap] gpucourse needs Python 3.10 or newer; this is {sys.version.split()[0]}.")
     target = Path(args.venv)
@@ -95,6 +139,7 @@ def main() -> None:
     run(pip + ["-e", str(ROOT)])
     run([py, "-c", "import gpucourse, torch; print('gpucourse ready: torch', torch.__version__, '|', "
                    "gpucourse.mode(), 'mode')"])
+    ensure_bubblewrap()
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@
 through ``grade_folder`` and hold each result to its expectation with ``misgraded``.
 
 expected.py sets ``EXPECTED`` (file -> expectation, see ``KEYS``) and ``GPU_ONLY``, and optionally ``HANGS`` (files
-that hang on purpose: graded in a second call with a short ``--timeout``) and ``EXERCISE`` (the exercise its files
-are graded as, when the folder is not named after one). An expectation's "status" and "message" may be None (any) or
-a tuple (any one of them); its "cpu" and "gpu" keys override the others in that mode. A GPU_ONLY folder cannot be
-graded in CPU mode (`gpucourse grade` refuses), so its "cpu" keys, where it has them, say what ``gpucourse.check``
-says in CPU mode instead (the lesson's tests check those).
+that hang on purpose: graded in a second call with a short ``--timeout``), ``EXERCISE`` (the exercise its files
+are graded as, when the folder is not named after one) and ``SANDBOX`` (True: the files try to escape the grader's
+sandbox; without one they would succeed and harm the checkout, so the folder is graded only where `gpucourse grade`
+has the bubblewrap sandbox, and skipped with the reason elsewhere). An expectation's "status" and "message" may be
+None (any) or a tuple (any one of them); its "cpu" and "gpu" keys override the others in that mode. A GPU_ONLY
+folder cannot be graded in CPU mode (`gpucourse grade` refuses), so its "cpu" keys, where it has them, say what
+``gpucourse.check`` says in CPU mode instead (the lesson's tests check those).
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUBMISSIONS = os.path.join(HERE, "submissions")
 EXPECTED_FILE = "expected.py"
-SETTINGS = {"EXPECTED", "GPU_ONLY", "HANGS", "EXERCISE"}  # expected.py's module-level names
+SETTINGS = {"EXPECTED", "GPU_ONLY", "HANGS", "EXERCISE", "SANDBOX"}  # expected.py's module-level names
 KEYS = {"status", "message", "flags", "fails", "passes"}  # an expectation's keys, plus "cpu" and "gpu" overrides
 REQUIRED = {"status", "message"}
 HANG_TIMEOUT = 10  # seconds: the limit for HANGS, and a timeout must be killed soon after it
+# Planted in the grader's environment of every call: a submission that finds it has read the grader's environment.
+PLANTED_SECRET = ("GRADER_PLANTED_SECRET", "planted-by-the-tests-3f9c1a")
 
 
 def right_submission(filename: str, exercise: str = "vector_add"):
@@ -66,7 +70,7 @@ def load_expected(folder: str) -> dict:
     hangs = tuple(ns.get("HANGS", ()))
     assert set(hangs) <= set(ns["EXPECTED"]), f"{folder}/{EXPECTED_FILE}: HANGS not in EXPECTED"
     return {"EXPECTED": ns["EXPECTED"], "GPU_ONLY": ns["GPU_ONLY"], "HANGS": hangs,
-            "EXERCISE": ns.get("EXERCISE", folder)}
+            "EXERCISE": ns.get("EXERCISE", folder), "SANDBOX": bool(ns.get("SANDBOX", False))}
 
 
 def expectation(entry: dict, mode: str) -> dict:
@@ -107,8 +111,9 @@ def describe(name: str, result: dict, problems: list) -> str:
 
 
 def _cli(args: list, timeout: float) -> dict:
+    env = dict(os.environ, **dict([PLANTED_SECRET]))
     proc = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
     return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
 

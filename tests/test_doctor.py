@@ -66,8 +66,8 @@ def test_doctor_command_prints_the_report():
     r = subprocess.run([sys.executable, "-m", "gpucourse.cli", "doctor", "--measure"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    for field in ("mode:", "torch:", "triton:", "driver:", "python:", "nvcc:", "ninja:", "colab:", "lessons:",
-                  "measured ceilings:", "warnings"):
+    for field in ("mode:", "torch:", "triton:", "driver:", "python:", "nvcc:", "ninja:", "colab:", "isolation:",
+                  "lessons:", "measured ceilings:", "warnings"):
         assert field in r.stdout, field
     if "mode:        CPU" in r.stdout:
         assert "skipped: measuring ceilings needs a CUDA GPU" in r.stdout
@@ -94,3 +94,21 @@ def test_doctor_finds_nvcc_where_the_cuda_lesson_does(monkeypatch, tmp_path):
     monkeypatch.setattr(cuda_build, "nvcc_path", lambda: None)
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
     assert doctor.facts()["nvcc"] is None
+
+
+def test_doctor_says_how_submissions_are_isolated_and_how_to_get_the_sandbox(tmp_path):
+    """With bwrap: the sandbox; without it on PATH: the process level, with the command that installs it."""
+    import os
+
+    from gpucourse.grading import sandbox
+
+    r = subprocess.run([sys.executable, "-m", "gpucourse.cli", "doctor"], capture_output=True, text=True, timeout=300)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("isolation:"))
+    level = sandbox.detect().level
+    assert ("bubblewrap sandbox per grading worker" in line) == (level == "bubblewrap"), line
+    env = dict(os.environ, PATH=str(tmp_path))
+    env.pop(sandbox.ENV_VAR, None)
+    r = subprocess.run([sys.executable, "-m", "gpucourse.cli", "doctor"], capture_output=True, text=True,
+                       timeout=300, env=env)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("isolation:"))
+    assert "process level" in line and "apt-get install bubblewrap" in line, line

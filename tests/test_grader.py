@@ -49,14 +49,16 @@ def test_exit_status_zero_when_all_graded(graded):
 
 def test_json_schema_exactly(graded):
     _, report, _, _ = graded
-    assert set(report) == {"exercise", "environment", "results"}
+    assert set(report) == {"exercise", "environment", "isolation", "results"}
     assert report["exercise"] == "vector_add"
+    assert report["isolation"]["level"] in ("bubblewrap", "process") and report["isolation"]["detail"]
     env = report["environment"]
     for key in ("mode", "gpu", "driver", "torch", "triton", "fingerprint"):
         assert key in env
     assert env["mode"] in ("cpu", "gpu")
     for r in report["results"]:
-        assert set(r) == {"submission", "status", "score", "message", "checks", "flags", "seconds"}
+        assert set(r) == {"submission", "status", "score", "message", "checks", "flags", "seconds", "timing"}
+        assert r["timing"] == ("not timed (CPU mode)" if env["mode"] == "cpu" else r["timing"]) and r["timing"]
         assert r["status"] in ("passed", "failed", "error", "timeout", "crashed")
         assert isinstance(r["score"], float) and 0.0 <= r["score"] <= 1.0
         assert isinstance(r["message"], str) and r["message"]
@@ -85,6 +87,7 @@ def test_csv_one_row_per_submission(graded):
         assert float(row["score"]) == pytest.approx(r["score"], abs=1e-4)
         assert row["message"] == r["message"]
         assert row["torch"] == report["environment"]["torch"] and row["fingerprint"]
+        assert row["isolation"] == report["isolation"]["level"] and row["timing"] == r["timing"]
         assert row["gpu"] and "triton" in row
 
 
@@ -392,3 +395,52 @@ def test_a_raised_message_is_the_exception_line_not_the_tracebacks_last_line():
     assert checker.exception_line("Traceback:\nIndexError: list index out of range", "IndexError") == \
         "IndexError: list index out of range"
     assert checker.exception_line("no exception line here", "ValueError") == "no exception line here"
+
+
+def test_a_message_that_would_take_long_to_decode_is_refused_before_decoding():
+    """Torch's weights-only unpickler is pure Python: a message of millions of tiny objects would be decoded for
+    minutes, past --timeout. The channel refuses a pickle over MAX_PICKLE bytes (its tensors' data are separate
+    records), compressed records and too many records before decoding, so decoding ends within a second or two."""
+    slow = protocol.encode({"type": "result", "junk": list(range(2_000_000))})
+    t0 = time.monotonic()
+    with pytest.raises(protocol.Malformed, match="a pickle of"):
+        protocol.decode(slow[protocol.HEADER.size:])
+    assert time.monotonic() - t0 < 1.0
+    many = protocol.encode({"type": "result", "t": [torch.zeros(1) for _ in range(protocol.MAX_RECORDS + 1)]})
+    with pytest.raises(protocol.Malformed, match="records in one message"):
+        protocol.decode(many[protocol.HEADER.size:])
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", b"\0" * 100)
+    with pytest.raises(protocol.Malformed, match="compressed record"):
+        protocol.decode(buf.getvalue())
+    with pytest.raises(protocol.Malformed, match="not a torch.save archive"):
+        protocol.decode(b"not a zip at all")
+    # The largest pickle allowed, made of the cheapest objects to send and the dearest to decode, decodes fast.
+    worst = protocol.encode({"type": "result", "junk": [[] for _ in range(protocol.MAX_PICKLE // 6)]})
+    assert len(worst) < protocol.MAX_PICKLE + 4096
+    t0 = time.monotonic()
+    protocol.decode(worst[protocol.HEADER.size:])
+    assert time.monotonic() - t0 < 5.0  # about 0.3 s on an idle 2-core machine
+
+
+def test_a_message_decoded_past_the_deadline_is_a_timeout():
+    """recv honours the deadline through decoding too: a message that arrives in time but is decoded after the
+    deadline is a timeout, not a verdict."""
+    r, w = os.pipe()
+    try:
+        protocol.send(w, {"type": "ready", "nonce": "n"})
+        with pytest.raises(protocol.Timeout):
+            protocol.decode(protocol.encode({"type": "x"})[protocol.HEADER.size:], time.monotonic() - 1)
+        assert protocol.recv(r, time.monotonic() + 30)["type"] == "ready"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_timing_is_said_for_every_result_in_cpu_mode(graded):
+    _, report, _, _ = graded
+    if report["environment"]["mode"] == "cpu":
+        assert {r["timing"] for r in report["results"]} == {"not timed (CPU mode)"}

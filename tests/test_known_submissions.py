@@ -28,16 +28,18 @@ named in one failure message, with its status, message and flags.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 import gpucourse
 from gpucourse.grading.exercise import get
-from submissions_util import (HANG_TIMEOUT, describe, expectation, folders, load_expected, misgraded,
+from gpucourse.grading import sandbox
+from submissions_util import (HANG_TIMEOUT, PLANTED_SECRET, describe, expectation, folders, load_expected, misgraded,
                               submission_files)
 
-RESULT_KEYS = {"submission", "status", "score", "message", "checks", "flags", "seconds"}
+RESULT_KEYS = {"submission", "status", "score", "message", "checks", "flags", "seconds", "timing"}
 
 
 def consistency(result: dict, case_names: list, hang: bool) -> list:
@@ -74,13 +76,19 @@ def test_known_submissions_get_their_verdict(folder, known_grades):
     mode = "gpu" if gpucourse.on_gpu() else "cpu"
     if settings["GPU_ONLY"] and mode == "cpu":
         pytest.skip(f"{folder}: GPU_ONLY, `gpucourse grade {settings['EXERCISE']}` needs a CUDA GPU (CPU mode)")
+    isolation = sandbox.detect()
+    if settings["SANDBOX"] and not isolation.sandboxed:
+        pytest.skip(f"{folder}: SANDBOX, these submissions try to escape the grader's sandbox and would succeed "
+                    f"without one; here: {isolation.detail}")
     graded = known_grades(folder)
     case_names = [c.name for c in get(settings["EXERCISE"]).cases]
     wrong, seen = [], []
     for call in graded["calls"]:
         assert call["returncode"] == 0, call["stdout"] + call["stderr"]
         report = call["report"]
-        assert set(report) == {"exercise", "environment", "results"} and report["exercise"] == settings["EXERCISE"]
+        assert set(report) == {"exercise", "environment", "isolation", "results"}
+        assert report["exercise"] == settings["EXERCISE"] and report["isolation"] == isolation.to_dict()
+        assert PLANTED_SECRET[1] not in json.dumps(report) + call["stdout"] + call["stderr"]
         assert [r["submission"] for r in report["results"]] == call["paths"]  # paths as given, in order
         for r in report["results"]:
             name = os.path.basename(r["submission"])

@@ -10,7 +10,7 @@ import os
 import sys
 import textwrap
 
-from . import grader
+from . import grader, sandbox
 
 EPILOG = """\
 statuses:
@@ -27,7 +27,12 @@ flags mark what deserves a human look (calls to the reference torch op, suspicio
 physical limit, huge output, patches the worker had to undo before judging) without changing the status.
 exit status: 0 when every submission received a status; 1 when the grader itself failed on a submission (that
 submission is reported as "INTERNAL GRADER ERROR (not the submission's fault)", flagged "internal grader error");
-2 for usage errors (unknown exercise, missing file).
+2 for usage errors (unknown exercise, missing file, --isolation bubblewrap where there is no sandbox).
+isolation: each worker runs in a bubblewrap sandbox where bwrap works (own PID and network namespaces, read-only
+system and course package, only its own submission and a private /tmp visible); without it, at the process level
+only, which stderr and the report ("isolation" in the JSON and CSV) say. `gpucourse doctor` shows the level.
+timing (GPU): correctness cases of --jobs N run in parallel; the timed step holds its GPU alone (the report's
+"timing" says so).
 """
 
 
@@ -56,7 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=grader.DEFAULT_TIMEOUT, metavar="SECONDS",
                     help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g})")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="grade N submissions at once (one GPU each where there are several)")
+                    help="grade N submissions at once (one GPU each where there are several; on a GPU the timed "
+                         "step still runs alone on its GPU)")
+    ap.add_argument("--isolation", choices=sandbox.CHOICES, default=None,
+                    help="auto (default, or $GPUCOURSE_ISOLATION): a bubblewrap sandbox per worker where bwrap "
+                         "works, else the process level, said on stderr and in the report; bubblewrap: refuse to "
+                         "grade without the sandbox; process: no sandbox (to debug a worker)")
     return ap
 
 
@@ -108,7 +118,11 @@ def main(argv=None) -> int:
         paths.append(path)
     if args.timeout <= 0 or args.jobs < 1:
         return _usage_error("--timeout must be > 0 and --jobs >= 1")
-    report = grader.grade(ex, paths, timeout=args.timeout, jobs=args.jobs, progress=True)
+    try:
+        isolation = sandbox.detect(args.isolation)
+    except (ValueError, RuntimeError) as exc:
+        return _usage_error(str(exc))
+    report = grader.grade(ex, paths, timeout=args.timeout, jobs=args.jobs, progress=True, isolation=isolation)
     if args.json:
         grader.write_json(report, args.json)
     if args.csv:
@@ -117,6 +131,6 @@ def main(argv=None) -> int:
     for r in report["results"]:
         flags = f"  [flags: {'; '.join(r['flags'])}]" if r["flags"] else ""
         print(f"{r['submission']:<{width}}  {r['status']:<8} {r['score']:.2f}  {r['message']}{flags}")
-    print(f"({report['environment']['fingerprint']})")
+    print(f"({report['environment']['fingerprint']}; isolation: {report['isolation']['level']})")
     internal = any("internal grader error" in r["flags"] for r in report["results"])
     return 1 if internal else 0

@@ -53,6 +53,7 @@ over the time limit (an import that never finishes included); ``crashed`` the pr
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import csv
 import dataclasses
 import json
@@ -71,7 +72,7 @@ import torch
 
 from .. import device as _device
 from .. import env as _env
-from . import checker, launches, protocol
+from . import checker, gpulock, launches, protocol, sandbox
 
 DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
@@ -114,10 +115,12 @@ class Result:
     checks: list = dataclasses.field(default_factory=list)  # [{"name", "passed", "detail"}]
     flags: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    timing: str = ""  # how its speed was timed: "alone on GPU 0", "not timed (CPU mode)"...
 
     def to_dict(self) -> dict:
         return {"submission": self.submission, "status": self.status, "score": float(self.score),
-                "message": self.message, "checks": self.checks, "flags": self.flags, "seconds": self.seconds}
+                "message": self.message, "checks": self.checks, "flags": self.flags, "seconds": self.seconds,
+                "timing": self.timing}
 
 
 class _Capped:
@@ -184,7 +187,8 @@ def _worker_env(gpu: str | None, tmp: str) -> dict:
                GPUCOURSE_CACHE=os.path.join(tmp, ".gpucourse"),
                TORCH_EXTENSIONS_DIR=os.path.join(tmp, ".torch_extensions"),
                TRITON_HOME=tmp, TRITON_CACHE_DIR=os.path.join(tmp, ".triton"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, ".inductor"))
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, ".inductor"), TMPDIR=tmp, USER="grader",
+               LOGNAME="grader")
     if _device.mode() == "cpu":
         env["TRITON_INTERPRET"] = "1"
     if gpu is not None:
@@ -257,10 +261,20 @@ def _meta_problem(expected, out) -> list:
     return []
 
 
-def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int = MEMORY_MB) -> Result:
-    """Grade one submission in a fresh, isolated worker process."""
+def gpu_index(gpu: str | None) -> str:
+    """The GPU a job slot uses, as CUDA_VISIBLE_DEVICES names it (its slot's, else the first visible one)."""
+    if gpu is not None:
+        return gpu
+    visible = [s.strip() for s in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if s.strip()]
+    return visible[0] if visible else "0"
+
+
+def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int = MEMORY_MB,
+              isolation: sandbox.Isolation | None = None) -> Result:
+    """Grade one submission in a fresh worker process, in a bubblewrap sandbox where ``isolation`` (default:
+    :func:`sandbox.detect`) says there is one."""
     t0 = time.monotonic()
-    deadline = t0 + timeout
+    isolation = isolation if isolation is not None else sandbox.detect()
     result = Result(submission=path, status="error", score=0.0, message="")
     result.flags += static_flags(_read_source(path))
     tmp = tempfile.mkdtemp(prefix="gpucourse-grade-")
@@ -268,19 +282,26 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     from_r, from_w = os.pipe()
     proc = out_cap = err_cap = None
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
+    on_gpu = _device.on_gpu()
+    lock = gpulock.GpuLock(gpu_index(gpu)) if on_gpu else None
+    replied = []  # the worker's first message arrived (so a sandbox that did not start is told apart)
+    argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
+            "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
+    if isolation.sandboxed:
+        argv = sandbox.command(isolation, argv, tmp, path, on_gpu)
+        env, seen_as = _worker_env(gpu, sandbox.INSIDE_TMP), sandbox.inside_path(path)
+    else:
+        env, seen_as = _worker_env(gpu, tmp), os.path.abspath(path)
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
-             "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)],
-            cwd=tmp, env=_worker_env(gpu, tmp), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(to_r, from_w), start_new_session=True)
+        proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=(to_r, from_w), start_new_session=True)
         os.close(to_r)
         os.close(from_w)
         to_r = from_w = None
         protocol.nonblocking(to_w)
         protocol.nonblocking(from_r)
         out_cap, err_cap = _Capped(proc.stdout), _Capped(proc.stderr)
-        _converse(ex, path, result, seed, nonce, to_w, from_r, deadline)
+        _converse(ex, seen_as, result, seed, nonce, to_w, from_r, t0 + timeout, lock, replied)
     except protocol.Timeout:
         result.status, result.score = "timeout", 0.0
         result.message = f"over the time limit of {timeout:g} s (a hang, an endless loop, or a slow import?)"
@@ -289,9 +310,16 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
             result.message += f"; before that, {reason}"
     except protocol.Closed:
         code = _wait_exit(proc)
+        if isolation.sandboxed and code is not None and 128 < code < 128 + 65:
+            code = 128 - code  # bwrap's init reports a child killed by signal n as exit status 128 + n, as a shell
         result.status, result.score = "crashed", 0.0
         reason = first_failure(result.checks)  # what was found wrong before the crash, the likelier cause
-        if code is not None and code < 0:
+        start = _sandbox_failure(isolation, replied, code, err_cap)
+        if start:
+            result.status = "error"
+            result.message = f"INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: {start}"
+            result.flags.append("internal grader error")
+        elif code is not None and code < 0:
             result.message = f"the process died: killed by {_signal_name(code)}"
             if reason:
                 result.message += f" after {reason}"
@@ -330,7 +358,21 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
                 if not result.checks:
                     result.checks.append({"name": "load", "passed": False, "detail": "stderr (end):\n" + tail})
     result.seconds = round(time.monotonic() - t0, 3)
+    if not result.timing:
+        result.timing = ("not timed (CPU mode)" if not on_gpu else "not timed (no speed target)"
+                         if ex.perf is None else "not timed (did not pass)")
     return result
+
+
+def _sandbox_failure(isolation, replied: list, code, err_cap) -> str:
+    """bwrap's own error line when the sandbox failed before the worker said anything (bwrap exits 1 with
+    "bwrap: ..." on stderr); "" otherwise. A submission could print that line and exit before loading finished:
+    it would only get itself an error with a score of 0, flagged for a human."""
+    if not isolation.sandboxed or replied or code != 1 or err_cap is None:
+        return ""
+    err_cap.thread.join(timeout=2)
+    first = (err_cap.text().strip().splitlines() or [""])[0]
+    return first[:300] if first.startswith("bwrap: ") else ""
 
 
 def first_failure(checks: list, limit: int = 300) -> str:
@@ -363,17 +405,31 @@ def _kill_group(proc) -> None:
         pass
 
 
-def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r: int, deadline: float) -> None:
-    """The grading conversation with one worker; fills ``result``. Raises protocol.Timeout/Closed/Malformed."""
+def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r: int, deadline: float,
+              lock: gpulock.GpuLock | None = None, replied: list | None = None) -> None:
+    """The grading conversation with one worker (``path``: the submission as the worker sees it); fills ``result``.
+    On a GPU, ``lock`` is held shared around each case and exclusive around the timing; the time spent waiting for
+    it is added to the deadline. Raises protocol.Timeout/Closed/Malformed."""
 
     def expect(*kinds) -> dict:
         msg = protocol.recv(from_r, deadline)
+        if replied is not None:
+            replied.append(True)
         if msg.get("nonce") != nonce or msg.get("type") not in kinds:
             raise protocol.Malformed(f"expected {'/'.join(kinds)}, got {str(msg.get('type'))[:40]!r}")
         return msg
 
-    protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id,
-                         "submission": os.path.abspath(path)}, deadline)
+    @contextlib.contextmanager
+    def gpu_held(exclusive: bool = False):
+        nonlocal deadline
+        if lock is None:
+            yield
+            return
+        with (lock.exclusive() if exclusive else lock.shared()) as waited:
+            deadline += waited
+            yield
+
+    protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": path}, deadline)
     msg = expect("ready", "load_error")
     if msg["type"] == "load_error":
         result.status, result.score = "error", 0.0
@@ -387,9 +443,10 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
     for index, case in enumerate(ex.cases):
         if ex.judge is not None:
             # Judged: the judge runs in the worker (it must watch the call); only its list of problems comes back.
-            protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
-                                 "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
-            msg = expect("judged", "raised")
+            with gpu_held():
+                protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
+                                     "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
+                msg = expect("judged", "raised")
             if msg.get("index") != index:
                 raise protocol.Malformed("verdict for the wrong case")
             _note_patched(patched, msg.get("patched"))
@@ -404,8 +461,9 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                                   "detail": "ok" if not problems else "\n".join(p[:2000] for p in problems[:50])})
             continue
         args, expected = checker.make_case(ex, case, seed, index)
-        protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
-        msg = expect("result", "raised")
+        with gpu_held():
+            protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
+            msg = expect("result", "raised")
         if msg.get("index") != index:
             raise protocol.Malformed("result for the wrong case")
         if msg["type"] == "raised":
@@ -436,8 +494,13 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
                           f"{first['name']}: {what}")
     if result.status == "passed" and ex.perf is not None and _device.on_gpu():
-        protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
-        perf = expect("perf").get("perf") or {}
+        with gpu_held(exclusive=True):
+            protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
+            perf = expect("perf").get("perf") or {}
+        if lock is None or lock.problem:
+            result.timing = f"beside other jobs ({lock.problem if lock else 'no GPU lock'})"
+        else:
+            result.timing = f"alone on GPU {lock.gpu} (no other grading job ran a case or a timing on it meanwhile)"
         if not isinstance(perf, dict):
             raise protocol.Malformed("perf is not a dict")
         if "error" in perf:
@@ -541,9 +604,17 @@ def environment() -> dict:
     return dict(v, fingerprint=_env.fingerprint(v))
 
 
-def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None) -> dict:
-    """Grade every path; returns ``{"exercise", "environment", "results"}`` with results in the given order.
-    ``progress``: print a line on stderr as each submission finishes (None: only where stderr is a terminal)."""
+def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None,
+          isolation: sandbox.Isolation | str | None = None) -> dict:
+    """Grade every path; returns ``{"exercise", "environment", "isolation", "results"}`` with results in the given
+    order. ``progress``: print a line on stderr as each submission finishes (None: only where stderr is a
+    terminal). ``isolation``: an Isolation, or "auto"/"bubblewrap"/"process" (default: $GPUCOURSE_ISOLATION, else
+    auto: bubblewrap where it works); the level used is in the report, and said on stderr when it is not the full
+    one."""
+    if not isinstance(isolation, sandbox.Isolation):
+        isolation = sandbox.detect(isolation)
+    if not isolation.sandboxed and (progress or (progress is None and sys.stderr.isatty())):
+        print(f"gpucourse grade: isolation: {isolation.detail}", file=sys.stderr, flush=True)
     jobs = max(1, int(jobs))
     slots: queue.Queue = queue.Queue()
     for gpu in _gpu_slots(jobs):
@@ -553,7 +624,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     def task(path):
         gpu = slots.get()
         try:
-            r = grade_one(ex, path, timeout, gpu)
+            r = grade_one(ex, path, timeout, gpu, isolation=isolation)
         except Exception as exc:  # a grader bug: say so, never blame the submission
             r = Result(submission=path, status="error", score=0.0,
                        message=f"INTERNAL GRADER ERROR (not the submission's fault): {exc!r}",
@@ -565,7 +636,8 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(task, paths))
-    return {"exercise": ex.id, "environment": environment(), "results": [r.to_dict() for r in results]}
+    return {"exercise": ex.id, "environment": environment(), "isolation": isolation.to_dict(),
+            "results": [r.to_dict() for r in results]}
 
 
 def write_json(report: dict, path: str) -> None:
@@ -574,8 +646,8 @@ def write_json(report: dict, path: str) -> None:
         f.write("\n")
 
 
-CSV_COLUMNS = ["submission", "status", "score", "message", "seconds", "flags", "gpu", "driver", "torch", "triton",
-               "mode", "fingerprint"]
+CSV_COLUMNS = ["submission", "status", "score", "message", "seconds", "flags", "timing", "isolation", "gpu", "driver",
+               "torch", "triton", "mode", "fingerprint"]
 
 
 def write_csv(report: dict, path: str) -> None:
@@ -586,6 +658,7 @@ def write_csv(report: dict, path: str) -> None:
         for r in report["results"]:
             w.writerow({"submission": r["submission"], "status": r["status"], "score": f"{r['score']:.4f}",
                         "message": r["message"], "seconds": r["seconds"], "flags": "; ".join(r["flags"]),
+                        "timing": r["timing"], "isolation": report["isolation"]["level"],
                         "gpu": env.get("gpu") or "CPU", "driver": env.get("driver") or "",
                         "torch": env.get("torch"), "triton": env.get("triton") or "", "mode": env.get("mode"),
                         "fingerprint": env.get("fingerprint")})

@@ -237,6 +237,8 @@ def main(argv=None) -> int:
                       traceback=learner_tb(exc)[-20000:], patched=patched[:50], threads=threads[:10])
                 continue
             flush()
+            problems = [p[:2000] if isinstance(p, str) else p for p in problems[:50]] \
+                if isinstance(problems, list) else problems  # what the grader shows; the channel caps a message
             reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10])
         elif msg.get("type") == "perf":
             try:

@@ -1,0 +1,259 @@
+"""Each grading worker in a bubblewrap sandbox (the sandbox Flatpak uses), or at the process level where there is none.
+
+Under bubblewrap (``bwrap``) a worker gets:
+
+* its own PID namespace (``--unshare-pid``, with bwrap's own init as PID 1 and ``--die-with-parent``): when the
+  worker exits or is killed, every process it started dies with it, double-forked daemons in new sessions included;
+  it sees no other process on the machine;
+* no network (``--unshare-net``: a loopback interface of its own, no route out), and its own IPC and UTS namespaces;
+* a user namespace (``--unshare-user``, uid 1000 inside, no capabilities, ``--disable-userns`` where bwrap has it);
+* a read-only view of the system (``/usr`` and the ``/bin``, ``/lib*`` links, a short list of files from ``/etc``),
+  of Python (its prefixes, the site-packages holding torch, triton and the rest) and of the course package; nothing
+  else of the machine: not the checkout's ``solutions/``, ``exercises/``, ``notebooks/`` or ``tests/``, no other
+  submission, no home directory;
+* its own submission, read-only, at ``/submission/<file name>``;
+* one writable place, its private temporary directory, mounted at ``/tmp`` (HOME and every build cache are there;
+  the grader deletes it afterwards); the root and everything else is read-only;
+* a fresh ``/proc`` (its own processes only) and a minimal ``/dev`` (null, zero, random, tty, a 64 MiB
+  ``/dev/shm`` of its own), plus the NVIDIA
+  device nodes (``/dev/nvidia*``) and ``/sys`` read-only when grading on a GPU;
+* the environment the grader builds from its allow-list (grader._worker_env), nothing else.
+
+Where bwrap is missing or cannot create its namespaces (user namespaces switched off, a container that forbids
+them), the grader grades anyway at the process level (own session, resource limits, allow-listed environment) and
+says so: every report records the level (:func:`detect`) and ``gpucourse doctor`` prints it with the way to the full
+one. ``GPUCOURSE_ISOLATION=process`` (or ``gpucourse grade --isolation process``) forces the process level, e.g. to
+debug a worker; ``bubblewrap`` refuses to grade without the sandbox.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+ENV_VAR = "GPUCOURSE_ISOLATION"  # auto (default), bubblewrap (required), process (forced)
+CHOICES = ("auto", "bubblewrap", "process")
+INSIDE_TMP = "/tmp"  # where the worker's private temporary directory is mounted inside the sandbox
+INSIDE_SUBMISSION = "/submission"  # the folder holding the submission file, read-only, inside the sandbox
+SHM_BYTES = 64 << 20  # the sandbox's /dev/shm (a tmpfs, so memory), where bwrap can size it (0.8+)
+SANDBOX_UID = 1000  # the worker's uid (and gid) inside its user namespace: never 0
+PYTHON_PACKAGES = ("torch", "triton", "numpy", "IPython", "matplotlib", "nbformat", "ninja")  # where they live: bound
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+             "nsswitch.conf", "alternatives", "fonts", "os-release", "mime.types")
+SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # merged-/usr links, or real directories
+GPU_DEVICES = ("/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+               "/dev/nvidia-modeset", "/dev/nvidia-caps")
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
+                "bubblewrap`; `make install` does it when run as root)")
+USERNS_HINT = ("allow unprivileged user namespaces (Debian: `sudo sysctl -w kernel.unprivileged_userns_clone=1`; "
+               "Ubuntu 24.04+: `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor "
+               "profile for bwrap; in Docker, a seccomp profile that permits unshare), or grade as root")
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation:
+    """The isolation a batch is graded with: ``level`` "bubblewrap" or "process", and one line saying what that
+    covers, or why the full level is not available and how to get it."""
+    level: str
+    detail: str
+    bwrap: str | None = None  # the bwrap binary, when level is "bubblewrap"
+    userns: bool = True  # bwrap may create a user namespace (False: root, namespaces without one)
+    disable_userns: bool = False  # this bwrap has --disable-userns
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "detail": self.detail}
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.level == "bubblewrap"
+
+
+def requested(choice: str | None = None) -> str:
+    """The isolation asked for: ``choice`` (the CLI's --isolation) or $GPUCOURSE_ISOLATION, default "auto"."""
+    value = (choice or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if value not in CHOICES:
+        raise ValueError(f"unknown isolation {value!r} (from {'--isolation' if choice else ENV_VAR}): "
+                         f"choose one of {', '.join(CHOICES)}")
+    return value
+
+
+def detect(choice: str | None = None) -> Isolation:
+    """The isolation this machine gives (``choice``: see :func:`requested`). Probes bwrap once per process with the
+    very mounts a worker gets (the interpreter must start inside). Raises RuntimeError when "bubblewrap" is
+    required and not available."""
+    want = requested(choice)
+    if want == "process":
+        return Isolation("process", f"process level only, forced ({ENV_VAR}=process or --isolation process): "
+                                    f"submissions can read and write what the grader's user can")
+    found = _probe(_gpu())
+    if want == "bubblewrap" and not found.sandboxed:
+        raise RuntimeError(f"bubblewrap isolation was required but is not available: {found.detail}")
+    return found
+
+
+def _gpu() -> bool:
+    from .. import device
+
+    return device.on_gpu()
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(gpu: bool) -> Isolation:
+    bwrap = shutil.which("bwrap")
+    fallback = "process level only: submissions can read and write what the grader's user can"
+    if not bwrap:
+        return Isolation("process", f"{fallback} (bubblewrap is not installed: {INSTALL_HINT})")
+    disable = _has_option(bwrap, "--disable-userns")
+    errors = []
+    # With a user namespace first (uid 1000 inside, no capabilities); as root without one when the kernel or a
+    # container forbids them (bwrap drops every capability either way).
+    for userns in ((True, False) if os.geteuid() == 0 else (True,)):
+        iso = Isolation("bubblewrap", "", bwrap, userns, disable and userns)
+        tmp = _probe_dir()
+        try:
+            cmd = command(iso, [sys.executable, "-c", "import sys; sys.exit(0)"], tmp, None, gpu)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp, env=_probe_env())
+        except (OSError, subprocess.SubprocessError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+            continue
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if proc.returncode == 0:
+            return dataclasses.replace(iso, detail=(
+                "bubblewrap: own PID, network, IPC and user namespaces, read-only system and course package, "
+                "only its own submission and an empty private /tmp visible" +
+                ("" if userns else " (as root without a user namespace: the kernel refused one)")))
+        errors.append((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300])
+    why = errors[-1] if errors else "unknown"
+    hint = USERNS_HINT if "namespace" in why or "ermission" in why else "see `bwrap --help`"
+    return Isolation("process", f"{fallback} (bubblewrap is installed at {bwrap} but could not start a sandbox: "
+                                f"{why}; to fix: {hint})")
+
+
+def _probe_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="gpucourse-probe-")
+
+
+def _probe_env() -> dict:
+    keep = ("PATH", "LANG", "LD_LIBRARY_PATH")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+@functools.lru_cache(maxsize=None)
+def _has_option(bwrap: str, option: str) -> bool:
+    try:
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in out.stdout + out.stderr
+
+
+def inside_path(submission: str) -> str:
+    """Where ``submission`` is seen inside the sandbox."""
+    return os.path.join(INSIDE_SUBMISSION, os.path.basename(submission))
+
+
+def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: bool) -> list:
+    """``argv`` wrapped in bwrap with the worker's view of the machine: ``tmp`` (the host's private temporary
+    directory) mounted writable at /tmp, ``submission`` read-only at /submission/<name>."""
+    cmd = [iso.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if iso.userns:
+        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        if iso.disable_userns:
+            cmd += ["--disable-userns"]
+    cmd += _system_binds()
+    for path in _python_dirs():
+        cmd += ["--ro-bind", path, path]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    if _has_option(iso.bwrap, "--size"):  # the sandbox's own /dev/shm, small: it is memory
+        cmd += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    if gpu:
+        cmd += _gpu_binds()
+    cmd += ["--bind", tmp, INSIDE_TMP]
+    if submission is not None:
+        cmd += ["--ro-bind", os.path.abspath(submission), inside_path(submission)]
+    cmd += ["--remount-ro", "/", "--chdir", INSIDE_TMP, "--"]
+    return cmd + list(argv)
+
+
+def _system_binds() -> list:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in SYSTEM_LINKS:
+        path = "/" + name
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for name in ETC_FILES:
+        path = os.path.join("/etc", name)
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@functools.lru_cache(maxsize=None)
+def _python_dirs() -> tuple:
+    """What a worker needs of Python and the course, read-only: the interpreter's prefixes, its site-packages, the
+    folders holding the packages a worker imports, the course package itself (only it: in a checkout its parent
+    also holds solutions/ and tests/), and CUDA's toolkit and libraries where they are outside /usr."""
+    import site
+
+    import gpucourse
+
+    dirs = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+            os.path.dirname(os.path.realpath(sys.executable))]
+    dirs += list(site.getsitepackages())
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site:
+        dirs.append(user_site)
+    for name in PYTHON_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            dirs.append(os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations
+                        else os.path.dirname(spec.origin))
+    package = os.path.dirname(os.path.abspath(gpucourse.__file__))
+    checkout = os.path.dirname(package)
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            dirs.append(os.environ[var])
+    try:
+        from .. import cuda_build
+
+        nvcc = cuda_build.nvcc_path()
+        if nvcc:
+            dirs.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    except Exception:  # no toolkit: nothing to bind
+        pass
+    dirs += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    dirs = [os.path.abspath(d) for d in dirs] + [os.path.realpath(d) for d in dirs]  # a symlinked venv: both
+    kept = []
+    for d in dirs:
+        # Never the checkout (or anything above it): only the package itself is bound from there.
+        if not os.path.isdir(d) or d in ("/", "/usr") or d.startswith("/usr/") or any(os.path.commonpath([d, c]) == d
+                                                            for c in (checkout, os.path.realpath(checkout))):
+            continue
+        if not any(d == k or d.startswith(k + os.sep) for k in kept):
+            kept = [k for k in kept if not k.startswith(d + os.sep)] + [d]
+    kept += [package, os.path.realpath(package)]
+    return tuple(sorted(set(kept)))
+
+
+def _gpu_binds() -> list:
+    """The NVIDIA device nodes (read-write: CUDA opens them so) and /sys read-only (the driver and NVML read it)."""
+    args = []
+    for pattern in GPU_DEVICES:
+        for path in sorted(glob.glob(pattern)):
+            args += ["--dev-bind", path, path]
+    if os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]
+    return args

@@ -1,0 +1,28 @@
+"""What `gpucourse grade` must say of submissions that try to escape the grader's sandbox (graded as vector_add).
+
+Each tries one escape of issue 17's first class and must not succeed; its verdict and message show that it did not.
+Without the sandbox these escapes work (and escape_write_package.py would plant a module in the checkout's
+package), so the folder is graded only where `gpucourse grade` runs under bubblewrap (SANDBOX): elsewhere the test is
+skipped with the isolation the machine has. tests/test_sandbox.py holds the escapes that need more than a verdict to
+prove (no process outlives its worker, a later batch is unchanged, no local network, no planted files on disk).
+"""
+EXERCISE = "vector_add"
+SANDBOX = True
+EXPECTED = {
+    # Another submission of the same batch: neither beside its own file nor in the folder its mount came from.
+    "escape_read_classmate.py": {"status": "error", "message": "raised FileNotFoundError: found no other submission"},
+    # The instructor's solved workbook in the checkout: only the course package is visible, not the checkout.
+    "escape_load_solution_workbook.py": {"status": "error",
+                                         "message": "raised FileNotFoundError while loading: no solution workbook"},
+    # The grader's environment (a planted secret), through its own and every visible /proc/<pid>/environ.
+    "escape_read_grader_env.py": {"status": "error", "message": "raised RuntimeError: found no secret in the "
+                                                                "environments of"},
+    # A .pyc planted in the package (and files in torch's folder, its own file): read-only.
+    "escape_write_package.py": {"status": "error", "message": "Read-only file system"},
+    # A setsid + double-fork daemon killing other workers: it dies with its worker; its neighbours pass.
+    "escape_daemon.py": {"status": "passed", "message": "all 6 cases passed", "flags": ["starts other processes"]},
+    "right_graded_beside_the_daemon.py": {"status": "passed", "message": "all 6 cases passed"},
+    # The internet: no route out of the sandbox's network namespace.
+    "escape_network.py": {"status": "error", "message": "Network is unreachable", "flags": ["uses the network"]},
+}
+GPU_ONLY = False

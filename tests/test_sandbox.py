@@ -1,0 +1,319 @@
+"""The grader's OS-level isolation (gpucourse/grading/sandbox.py): escapes that need more than a verdict to prove, the
+fallback to the process level, and what the sandbox's command line lets a worker see.
+
+The escapes that a verdict proves are known submissions in tests/submissions/escapes/ (test_known_submissions.py).
+Here: no process outlives its worker (checked on the host's process table), no network even to the grader's own
+loopback, a batch graded after a hostile batch gets the same verdicts and the package on disk is unchanged. These
+need the bubblewrap sandbox (without it they would succeed, and harm the checkout) and are skipped, with the
+isolation this machine has, where there is none; CI installs bubblewrap, so they run there.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import gpucourse
+from gpucourse.grading import gpulock, sandbox
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(HERE)
+PACKAGE = os.path.dirname(os.path.abspath(gpucourse.__file__))
+VECTOR_ADD = os.path.join(HERE, "submissions", "vector_add")
+ESCAPES = os.path.join(HERE, "submissions", "escapes")
+ISOLATION = sandbox.detect()
+needs_sandbox = pytest.mark.skipif(not ISOLATION.sandboxed, reason=f"needs the bubblewrap sandbox (without it this "
+                                                                   f"escape succeeds); here: {ISOLATION.detail}")
+
+
+def _grade(*args, env=None, timeout=600):
+    proc = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", "vector_add", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    return proc
+
+
+def _report(tmp_path, *paths, name="r.json", env=None, jobs=2):
+    out = tmp_path / name
+    proc = _grade(*paths, "--jobs", str(jobs), "--timeout", "120", "--json", str(out), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text()), proc
+
+
+def _verdicts(report) -> list:
+    return [(os.path.basename(r["submission"]), r["status"], r["message"]) for r in report["results"]]
+
+
+def _submission(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+RIGHT_KERNEL = open(os.path.join(VECTOR_ADD, "right_basic.py")).read()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What the sandbox shows a worker (no bwrap needed: the command line is built, not run).
+
+
+def test_the_sandbox_shows_the_package_but_not_the_checkout_around_it(tmp_path):
+    sub = tmp_path / "alice.py"
+    sub.write_text("")
+    iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True)
+    cmd = sandbox.command(iso, ["python", "-m", "gpucourse.grading.worker"], str(tmp_path / "w"), str(sub), False)
+    sep = cmd.index("--")
+    binds = [(cmd[i], cmd[i + 1], cmd[i + 2]) for i in range(sep) if cmd[i] in ("--bind", "--ro-bind", "--dev-bind")]
+    sources = {src for _, src, _ in binds}
+    assert PACKAGE in sources or os.path.realpath(PACKAGE) in sources
+    for src in sources:  # nothing of the checkout but the package (and a virtual environment kept inside it)
+        if os.path.commonpath([src, CHECKOUT]) == CHECKOUT:
+            assert src.startswith((PACKAGE, os.path.join(CHECKOUT, ".venv"))), src
+        assert os.path.commonpath([src, CHECKOUT]) != src, f"{src} would show the whole checkout"
+    for folder in ("solutions", "exercises", "notebooks", "tests"):
+        assert not any(src.startswith(os.path.join(CHECKOUT, folder)) for src in sources), folder
+    writable = [(src, dest) for kind, src, dest in binds if kind == "--bind"]
+    assert writable == [(str(tmp_path / "w"), "/tmp")]  # the only writable place
+    assert ("--ro-bind", str(sub), "/submission/alice.py") in binds  # only its own submission, read-only
+    for option in ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--disable-userns"):
+        assert option in cmd[:sep]
+    assert cmd[cmd.index("--uid") + 1] != "0" and cmd[cmd.index("--remount-ro") + 1] == "/"
+    assert not any(a.startswith("/dev/nvidia") for a in cmd[:sep])  # device nodes only when grading on a GPU
+
+
+def test_gpu_grading_binds_the_nvidia_device_nodes(monkeypatch, tmp_path):
+    """Untested on a GPU from here: the nodes that exist are bound read-write, /sys read-only."""
+    monkeypatch.setattr(sandbox.glob, "glob", lambda p: {"/dev/nvidia[0-9]*": ["/dev/nvidia0"],
+                                                         "/dev/nvidiactl": ["/dev/nvidiactl"],
+                                                         "/dev/nvidia-uvm": ["/dev/nvidia-uvm"]}.get(p, []))
+    iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, False)
+    cmd = sandbox.command(iso, ["python"], str(tmp_path), None, True)
+    for node in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"):
+        i = cmd.index(node)
+        assert cmd[i - 1] == "--dev-bind" and cmd[i + 1] == node
+    assert cmd.index("--dev-bind") > cmd.index("--dev")  # after the minimal /dev is mounted
+    assert "--disable-userns" not in cmd
+
+
+def test_isolation_is_asked_for_by_name():
+    assert sandbox.requested("process") == "process"
+    with pytest.raises(ValueError, match="choose one of auto, bubblewrap, process"):
+        sandbox.requested("docker")
+    assert sandbox.detect("process").level == "process" and "forced" in sandbox.detect("process").detail
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The fallback: grading still works without bubblewrap, and says so.
+
+
+def test_without_bubblewrap_the_grader_grades_at_the_process_level_and_says_so(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))  # no bwrap on PATH (the worker is started by absolute path)
+    env.pop(sandbox.ENV_VAR, None)
+    report, proc = _report(tmp_path, os.path.join(VECTOR_ADD, "right_basic.py"),
+                           os.path.join(VECTOR_ADD, "wrong_nan.py"), env=env)
+    assert report["isolation"]["level"] == "process"
+    assert "bubblewrap is not installed" in report["isolation"]["detail"] and "apt-get install bubblewrap" in \
+        report["isolation"]["detail"]
+    assert "isolation: process level only" in proc.stderr and "isolation: process)" in proc.stdout
+    assert [r["status"] for r in report["results"]] == ["passed", "failed"]
+    required = _grade(os.path.join(VECTOR_ADD, "right_basic.py"), "--isolation", "bubblewrap", env=env)
+    assert required.returncode == 2 and "bubblewrap isolation was required but is not available" in required.stderr
+
+
+def test_process_level_can_be_forced_for_debugging(tmp_path):
+    env = dict(os.environ, **{sandbox.ENV_VAR: "process"})
+    report, proc = _report(tmp_path, os.path.join(VECTOR_ADD, "right_basic.py"),
+                           os.path.join(VECTOR_ADD, "right_notebook_percent_continuation.ipynb"), env=env)
+    assert report["isolation"]["level"] == "process" and "forced" in report["isolation"]["detail"]
+    assert [r["status"] for r in report["results"]] == ["passed", "passed"]
+    assert "isolation: process level only, forced" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Escapes that need the sandbox.
+
+
+@needs_sandbox
+def test_a_daemon_does_not_outlive_its_worker(tmp_path):
+    """A setsid + double-fork daemon (exec'd into a long sleep, so the host's process table can find it by a marker)
+    dies with its worker: none is left after grading, and the submissions graded after it pass."""
+    marker = f"gpucourse-daemon-marker-{os.getpid()}-{time.time_ns()}"
+    daemon = _submission(tmp_path, "daemon.py", RIGHT_KERNEL + textwrap.dedent(f"""
+        import os, sys
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", {marker!r}])
+            os._exit(0)
+        """))
+    right = os.path.join(VECTOR_ADD, "right_basic.py")
+    try:
+        report, _ = _report(tmp_path, daemon, right, right, jobs=1)
+        assert [r["status"] for r in report["results"]] == ["passed", "passed", "passed"], _verdicts(report)
+        time.sleep(0.5)
+        assert not _processes_with(marker), "a daemon outlived its worker"
+    finally:
+        for pid in _processes_with(marker):  # only if the sandbox failed: leave nothing behind
+            os.kill(pid, 9)
+
+
+def _processes_with(marker: str) -> list:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@needs_sandbox
+def test_no_network_not_even_the_graders_loopback(tmp_path):
+    """A server listening on the grader's 127.0.0.1 is out of reach: the sandbox's loopback is its own."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    accepted = []
+
+    def accept():
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not accepted:
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    caller = _submission(tmp_path, "caller.py", f"""
+        import socket
+        socket.create_connection(("127.0.0.1", {port}), timeout=5).sendall(b"my answers")
+        vector_add = None
+        """)
+    try:
+        report, _ = _report(tmp_path, caller)
+    finally:
+        accepted.append(None)
+        thread.join(timeout=5)
+        server.close()
+    (r,) = report["results"]
+    assert r["status"] == "error" and "raised ConnectionRefusedError while loading" in r["message"], r
+    assert accepted == [None]  # nothing connected
+
+
+def _tree(folder: str) -> dict:
+    """Every file under ``folder`` with its size and mtime (what a planted or rewritten file changes)."""
+    state = {}
+    for root, _, files in os.walk(folder):
+        for f in files:
+            st = os.stat(os.path.join(root, f))
+            state[os.path.join(root, f)] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+@needs_sandbox
+def test_a_batch_after_a_hostile_batch_gets_the_same_verdicts(tmp_path):
+    """A batch, a hostile batch (plants a .pyc for the exercise's spec in the package, writes into torch's folder,
+    its own file, wherever it can), then the first batch again in a fresh grader process: the same verdicts as
+    before, and the package on disk unchanged."""
+    batch = [os.path.join(VECTOR_ADD, f) for f in ("right_basic.py", "wrong_nan.py", "wrong_unwritten_tail.py",
+                                                   "right_notebook_magics_plot.ipynb")]
+    scribbler = _submission(tmp_path, "scribbler.py", """
+        import os, sys
+        import gpucourse, torch
+        written = []
+        for folder in (os.path.dirname(gpucourse.__file__), os.path.dirname(torch.__file__), sys.prefix, "/usr/lib",
+                       "/etc", os.path.expanduser("~"), "/tmp", "/dev/shm", os.path.dirname(__file__)):
+            try:
+                with open(os.path.join(folder, "planted.py"), "w") as f:
+                    f.write("x = 1\\n")
+                written.append(folder)
+            except OSError:
+                pass
+        raise RuntimeError(f"wrote into {written}")
+        """)
+    import torch
+
+    spec_pyc = importlib.util.cache_from_source(os.path.join(PACKAGE, "lessons", "l05_triton", "exercises",
+                                                             "vector_add.py"))
+    pyc_before, hostile_tree = _state(spec_pyc), _tree(ESCAPES)
+    before, _ = _report(tmp_path, *batch, name="before.json")
+    hostile, _ = _report(tmp_path, os.path.join(ESCAPES, "escape_write_package.py"), scribbler, name="hostile.json")
+    after, _ = _report(tmp_path, *batch, name="after.json")
+    assert [(s, m) for _, s, m in _verdicts(before)] == [("passed", "all 6 cases passed")] + \
+        [(s, m) for _, s, m in _verdicts(before)][1:3] + [("passed", "all 6 cases passed")]
+    assert _verdicts(after) == _verdicts(before)
+    planted, scribbled = hostile["results"]
+    assert planted["status"] == "error" and "Read-only file system" in planted["message"], planted
+    # Only its private /tmp (also its HOME; deleted afterwards) and the sandbox's own small /dev/shm were writable.
+    assert scribbled["message"] == "raised RuntimeError while loading: wrote into ['/tmp', '/tmp', '/dev/shm']", \
+        scribbled
+    assert _state(spec_pyc) == pyc_before and _tree(ESCAPES) == hostile_tree
+    for folder in (PACKAGE, os.path.dirname(torch.__file__), sys.prefix):  # (others edit the package meanwhile)
+        assert not os.path.exists(os.path.join(folder, "planted.py"))
+
+
+def _state(path: str):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The per-GPU lock around the timed step (CPU-testable: it is a pair of flock'd files).
+
+
+def test_a_timing_waits_for_running_cases_and_holds_new_ones_back(tmp_path):
+    lock = gpulock.GpuLock("0", folder=str(tmp_path))
+    events = []
+    case_running = threading.Event()
+    timing_waiting = threading.Event()
+
+    def case(name, hold):
+        with lock.shared():
+            events.append(f"{name} start")
+            case_running.set()
+            time.sleep(hold)
+            events.append(f"{name} end")
+
+    def timing():
+        case_running.wait()
+        timing_waiting.set()
+        with lock.exclusive() as waited:
+            events.append(f"timing start (waited {waited > 0.1})")
+            time.sleep(0.3)
+            events.append("timing end")
+
+    first = threading.Thread(target=case, args=("case1", 0.5))
+    timer = threading.Thread(target=timing)
+    first.start()
+    timer.start()
+    timing_waiting.wait()
+    time.sleep(0.1)  # the timing is now waiting for case1
+    second = threading.Thread(target=case, args=("case2", 0.0))
+    second.start()
+    for t in (first, timer, second):
+        t.join(timeout=10)
+    assert events == ["case1 start", "case1 end", "timing start (waited True)", "timing end", "case2 start",
+                      "case2 end"], events
+
+
+def test_an_unopenable_lock_folder_is_said_not_hidden(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    lock = gpulock.GpuLock("1", folder=str(blocker / "locks"))
+    assert lock.problem and "could not be opened" in lock.problem
+    with lock.exclusive() as waited:
+        assert waited == 0.0
