@@ -7,16 +7,27 @@ Security model (submissions are careless at best and hostile at worst):
   this process compares them with its own reference. Printing "PASSED", exiting early, caching outputs between calls,
   or monkeypatching torch or the checker inside the worker changes nothing here: only correct outputs for fresh
   random inputs pass.
-* Messages are read with ``torch.load(weights_only=True)`` and a size cap: a hostile worker can send wrong data but
-  cannot run code in the grader.
+* Messages are read with ``torch.load(weights_only=True)`` and size caps that bound the decoding time, under the
+  deadline (protocol.py): a hostile worker can send wrong data but cannot run code in the grader or stall it.
+* The operating system isolates each worker (sandbox.py): under bubblewrap it has its own PID namespace (every
+  process it starts, double-forked daemons included, dies with it, and it sees no other process), no network, its
+  own user namespace without capabilities, a read-only view of the system, of Python and of the course package and
+  nothing else of the machine: not the checkout's ``solutions/`` or ``tests/``, no other submission (only its own
+  file, read-only), not the grader's environment or files; its only writable place is its private ``/tmp``, deleted
+  afterwards. So it cannot hand in a classmate's answer or the instructor's, read the grader's secrets, plant a
+  module that changes the reference for later workers or batches, or harm other workers. Where bubblewrap cannot
+  run, the batch is graded at the process level and the report says so (``isolation``, JSON and CSV; ``gpucourse
+  doctor`` says how to get the sandbox): then a submission can read and write whatever the grader's OS user can.
 * Each submission runs in a fresh process in its own session (process group), in its own temporary directory, with
   ``RLIMIT_CORE=0``, ``RLIMIT_FSIZE`` and (CPU mode only: CUDA reserves huge virtual ranges) ``RLIMIT_AS``. Its
   environment is an allow-list (``_worker_env``: paths, locale, CUDA's variables, the course's mode), so the grader's
   other variables (tokens, credentials) never reach it, and HOME and every build cache (CUDA builds, torch
   extensions, Triton, inductor) point into its temporary directory: a submission cannot plant a compiled module
   that a later submission's build would load. Its stdout/stderr are drained into bounded buffers. On timeout, and
-  always at the end, the whole process group is killed. A crash, hang or CUDA fault therefore cannot reach the next
-  submission; with several GPUs each job gets its own through ``CUDA_VISIBLE_DEVICES``.
+  always at the end, the whole process group is killed (and with it the sandbox). A crash, hang or CUDA fault
+  therefore cannot reach the next submission; with several GPUs each job gets its own through
+  ``CUDA_VISIBLE_DEVICES``. On a GPU the timed step holds a lock of its GPU that every other job's cases wait for
+  (gpulock.py, taken here, outside the sandbox), so speed is measured alone; each result's ``timing`` says how.
 * Outputs are poisoned and inputs surrounded by canaries (guards.py); every case runs twice where races are possible.
 * Judged exercises (``Exercise.judge``: a timer, a loop that must not synchronize, answers judged against fresh
   numbers) have no output to compare here: their judge must watch the call. It runs inside the same isolated worker,
@@ -30,18 +41,25 @@ Security model (submissions are careless at best and hostile at worst):
   makes the case an error. Printing fake results, exiting (``sys.exit`` is an error, ``os._exit`` a crash) and
   returning objects that lie about themselves do not pass.
 
-Known limitations, stated honestly: submissions run as the same OS user as the grader, so one can still read or
-write whatever that user can (the grader's files, another worker's temporary directory while it exists); full
-isolation needs a container or a separate, unprivileged user per submission. And the submission shares the worker's
-process, so what the worker *reports about itself* — which kernels were launched, which torch ops were called,
-allocation overruns, GPU timings, and for judged exercises the judge's verdict itself — can be forged by code written
-to do so (for example by writing a forged message to the result pipe, by patching the launch counters, or, judged,
-by reaching the judge's frames, switching off torch's function hooks inside the call, or leaving code running beside
-the judge through an audit hook or a dispatcher kernel). For exercises compared here, correctness cannot be forged
-that way: a forged message still has to carry the right outputs. To make forging visible, the grader scans the
-source and *flags* (without changing the status) code that reaches for the grader's machinery (``gc.get_objects``,
-``sys.modules``, ``gpucourse.grading``, ``os._exit``, ``ctypes``, ``/proc``, file descriptors, frames, torch's
-dispatch hooks, interpreter hooks...), so a human looks at it.
+Known limitations, stated honestly. Without bubblewrap (the report's ``isolation`` is "process"), submissions run as
+the grader's OS user and can read or write whatever that user can (the grader's files, the checkout, another
+worker's temporary directory while it exists, the installed package). With it, a worker still shares the kernel, the
+CPUs, memory, disk bandwidth and (on a GPU) the GPU with the other workers: it can slow its neighbours down, and a
+kernel exploit is out of scope. The GPU lock keeps other jobs' cases away from a timing, not threads a submission
+left running in its own worker. Inside the sandbox the submission shares the worker's process, so what the worker
+*reports about itself* — which kernels were launched, which torch ops were called, allocation overruns, GPU timings,
+and for judged exercises the judge's verdict itself — can be forged by code written to do so (for example by writing
+a forged message to the result pipe, by patching the launch counters, or, judged, by reaching the judge's frames,
+switching off torch's function hooks inside the call, or leaving code running beside the judge through an audit hook
+or a dispatcher kernel): isolation from the machine does nothing against that. For exercises compared here,
+correctness cannot be forged that way: a forged message still has to carry the right outputs. To make forging
+visible, the grader scans the source and *flags* (without changing the status) code that reaches for the grader's
+machinery (``gc.get_objects``, ``sys.modules``, ``gpucourse.grading``, ``os._exit``, ``ctypes``, ``/proc``, file
+descriptors, frames, torch's dispatch hooks, interpreter hooks...), so a human looks at it: flags are a column of
+the report, never the verdict. Two more, for completeness: a submission that prints bwrap's own error line ("bwrap:
+...") and exits with status 1 before it is loaded is reported as the sandbox failing to start (an internal grader
+error, score 0), and under bubblewrap one that exits with status 128 + n reads as killed by signal n (bwrap's init
+reports both alike).
 
 Statuses: ``passed`` every correctness check passed; ``failed`` it ran but is wrong (wrong values, no required kernel
 launched, wrong shape/dtype, elements never written, out-of-bounds writes, nondeterminism, modified inputs; judged:
