@@ -317,3 +317,42 @@ def test_an_unopenable_lock_folder_is_said_not_hidden(tmp_path):
     assert lock.problem and "could not be opened" in lock.problem
     with lock.exclusive() as waited:
         assert waited == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The install step (scripts/bootstrap.py, run by `make install` and CI), against a fake apt-get: it never fails.
+
+
+def _bootstrap(tmp_path, apt_rc: int):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "apt.log"
+    (fake / "apt-get").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo "$@" >> {log}
+        case "$1" in install) [ {apt_rc} = 0 ] && printf '#!/bin/sh\\n' > {fake}/bwrap && /bin/chmod +x {fake}/bwrap;;
+        esac
+        exit {apt_rc}
+        """))
+    (fake / "apt-get").chmod(0o755)
+    proc = subprocess.run([sys.executable, os.path.join(CHECKOUT, "scripts", "bootstrap.py"), "--only-bubblewrap"],
+                          capture_output=True, text=True, timeout=60, env=dict(os.environ, PATH=str(fake)))
+    return proc, log.read_text() if log.exists() else ""
+
+
+def test_bootstrap_installs_bubblewrap_as_root_and_prints_the_command_otherwise(tmp_path):
+    proc, apt = _bootstrap(tmp_path, apt_rc=0)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if os.geteuid() == 0:
+        assert apt.splitlines()[0].startswith("install -y") and "bubblewrap" in apt
+        assert "installing bubblewrap" in proc.stdout
+    else:
+        assert apt == "" and "sudo apt-get install bubblewrap" in proc.stdout
+
+
+def test_bootstrap_never_fails_when_bubblewrap_cannot_be_installed(tmp_path):
+    proc, apt = _bootstrap(tmp_path, apt_rc=100)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "process level only" in proc.stdout and "sudo apt-get install bubblewrap" in proc.stdout
+    if os.geteuid() == 0:  # install, then the package lists, then install again
+        assert [line.split()[0] for line in apt.splitlines()] == ["install", "update", "install"]
