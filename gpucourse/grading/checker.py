@@ -150,6 +150,11 @@ def run_call(ex, fn, args: list) -> dict:
     Exceptions from ``fn`` propagate to the caller (which shows them as the learner's traceback).
     """
     count_cuda = ex.kind == "cuda" and _device.on_gpu()
+    watch_memory = getattr(ex, "max_extra_bytes", None) is not None
+    if watch_memory and _device.on_gpu():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
     with guards.poisoned_allocations() as records, launches.counting_triton() as triton_launches, \
             launches.recording_ops() as ops, warnings.catch_warnings():
         # Triton's interpreter evaluates every lane in NumPy, the masked-off ones too (exp of a -inf padding lane,
@@ -163,8 +168,28 @@ def run_call(ex, fn, args: list) -> dict:
             out = fn(*call_values(args))
         if _device.on_gpu():
             torch.cuda.synchronize()
+    extra = None
+    if watch_memory:  # on a GPU the allocator's peak; in CPU mode what torch.empty* handed out during the call
+        extra = torch.cuda.max_memory_allocated() - base if _device.on_gpu() else \
+            sum(buf.numel() * buf.element_size() for buf, _ in records)
     return {"out": out, "triton_launches": dict(triton_launches), "cuda_launches": dict(cuda_launches),
-            "ops": dict(ops), "overruns": guards.overruns(records)}
+            "ops": dict(ops), "overruns": guards.overruns(records), "extra_bytes": extra}
+
+
+def memory_problem(ex, args: list, calls: list) -> list:
+    """The problem when every call in ``calls`` allocated more than ``ex.max_extra_bytes`` allows: on a GPU the
+    allocator's peak beyond what was allocated before the call; in CPU mode only what torch.empty, empty_like and
+    new_empty handed out (the allocations the checker poisons), a partial view."""
+    used = [c.get("extra_bytes") for c in calls if c.get("extra_bytes") is not None]
+    if getattr(ex, "max_extra_bytes", None) is None or not used:
+        return []
+    limit = int(ex.max_extra_bytes(*call_values(args)))
+    if min(used) <= limit:
+        return []
+    where = "GPU memory" if _device.on_gpu() else "memory (torch.empty*)"
+    return [f"allocated {min(used) / 2**20:,.2f} MiB of {where} beyond its inputs during the call (at most "
+            f"{limit / 2**20:,.2f} MiB allowed): something as large as a score matrix was materialised; keep "
+            f"the work on chip, one block at a time"]
 
 
 def _storage(t) -> int | None:
@@ -209,8 +234,12 @@ def run_case(ex, fn, args: list) -> dict:
     second = clone_args(args) if ex.determinism else None
     first = run_call(ex, fn, args)
     outcome = dict(first, buffers_after=[a.get("buffer") for a in args], out2=None)
+    calls = [first]
     if second is not None:
-        outcome["out2"] = run_call(ex, fn, second)["out"]
+        calls.append(run_call(ex, fn, second))
+        outcome["out2"] = calls[-1]["out"]
+    # Problems found during the calls travel with the overruns (the batch grader's worker forwards that list).
+    outcome["overruns"] = list(outcome["overruns"]) + memory_problem(ex, args, calls)
     outcome["aliasing"] = aliasing(args, outcome["out"], outcome["out2"])
     return outcome
 

@@ -98,6 +98,10 @@ class Exercise:
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
     perf: Perf | None = None
     judge: Callable | None = None  # judge(fn, params, seed) -> list of problems; see the class docstring
+    # max_extra_bytes(*args) -> bytes the call may allocate beyond its inputs: on a GPU its peak (measured with
+    # torch.cuda.max_memory_allocated; the lower of the case's two calls, so an autotuner's first-call buffers pass),
+    # in CPU mode the sum of what torch.empty/empty_like/new_empty handed out during the call.
+    max_extra_bytes: Callable | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:

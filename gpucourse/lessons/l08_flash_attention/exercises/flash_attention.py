@@ -1,0 +1,133 @@
+"""Lesson 08's second exercise: the FlashAttention forward pass as one Triton kernel.
+
+Checked like the other kernel exercises: fresh random inputs per case inside canary memory, the reference computed
+by the checker in float64, outputs poisoned, every case run twice (bitwise the same). What makes it FlashAttention
+rather than attention is checked two ways: torch's matmuls, softmax and SDPA inside the function fail the case
+(``forbidden_ops``, both modes), and the memory the call allocates beyond its inputs is bounded
+(``max_extra_bytes``): an S×S score matrix does not fit under the bound in the long case. On a GPU that is the
+allocator's peak; in CPU mode only what ``torch.empty``/``empty_like``/``new_empty`` hand out is seen (a score matrix
+allocated with ``torch.zeros`` and filled by Triton would pass there, not on a GPU).
+
+Tolerance. The reference is float64 attention rounded once to the output dtype. A correct kernel rounds the
+probabilities to the input dtype before the second ``tl.dot`` (as every FlashAttention does: the tensor cores take
+fp16/bf16), which costs up to one unit in the last place of p (2^-11 fp16, 2^-8 bf16) relative to each term of a
+weighted mean of v, plus the output's own rounding. So rtol = atol_scale = 4e-3 (fp16) and 3e-2 (bf16), with atol
+relative to max|expected|. The bugs this exercise is about are orders of magnitude outside: a missed rescale or an
+off-by-one mask moves whole rows, an unshifted exponential overflows to inf/NaN, an unmasked ragged tail reads
+canaries.
+"""
+from __future__ import annotations
+
+import math
+
+from gpucourse import device
+from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance
+
+STATEMENT = """\
+Write `flash_attention(q, k, v, causal=False)` that returns `softmax(q @ k.transpose(-1, -2) / sqrt(D)) @ v` as a
+new tensor shaped and typed like `q`, computed by a Triton kernel you launch that never writes the S×S score
+matrix to memory: a program per block of queries (and per batch·head), a loop over blocks of keys and values, a
+running maximum and sum per query, and an fp32 accumulator rescaled by `exp(m_old - m_new)` whenever the maximum
+grows. With `causal=True`, query i attends to keys 0..i only (and blocks wholly above the diagonal should be
+skipped). q, k and v are (B, H, S, D), all float16 or all bfloat16, D is 64 or 128, S is any length from 1 up (not a
+multiple of your blocks: mask the ragged end). Their last dimension is contiguous, but they may be transposed views
+of (B, S, H, D) tensors: use the strides. Scores can be large: subtract the running maximum before `exp`.
+Calling torch's matmul, softmax or scaled_dot_product_attention inside your function fails the check, and on a GPU
+the memory your call allocates beyond its inputs is measured (torch.cuda.max_memory_allocated, the lower of the
+two calls each case makes; in CPU mode what torch.empty and torch.empty_like hand out): at most 6x the size of q
+plus 128 KiB, which an S×S matrix exceeds in the long case.
+In CPU mode Triton's interpreter gets `tl.dot` on bfloat16 wrong (triton-lang/triton#11584): convert bfloat16
+tiles to float32 before `tl.dot` when `os.environ.get("TRITON_INTERPRET") == "1"`.
+"""
+
+# torch ops that compute attention or its pieces for you: calling one fails the case.
+_TORCH_ATTENTION = ("aten.mm", "aten.bmm", "aten.matmul", "aten.addmm", "aten.baddbmm", "aten._softmax",
+                    "aten.softmax", "aten._safe_softmax", "aten._log_softmax", "aten.scaled_dot_product_attention",
+                    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
+                    "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
+                    "aten._scaled_dot_product_attention_math", "aten._flash_attention_forward",
+                    "aten._efficient_attention_forward", "aten.einsum")
+
+
+def _low() -> str:
+    # bfloat16 cases need bf16 tensor cores (Ampere and later); a T4 checks them in float16 instead.
+    return "bfloat16" if not device.on_gpu() or device.has_bf16() else "float16"
+
+
+def make_inputs(params: dict, gen) -> tuple:
+    import torch
+
+    b, h, s, d = params.get("b", 1), params.get("h", 1), params["s"], params["d"]
+    dtype = getattr(torch, params.get("dtype", "float16"))
+    scale = params.get("scale", 1.0)
+    out = []
+    for which in "qkv":
+        if params.get("layout") == "bshd":  # a (B, S, H, D) tensor seen as (B, H, S, D): strides (SHD, D, HD, 1)
+            t = torch.randn(b, s, h, d, generator=gen).transpose(1, 2)
+        else:
+            t = torch.randn(b, h, s, d, generator=gen)
+        out.append((t * (scale if which != "v" else 1.0)).to(dtype))
+    return (*out, bool(params.get("causal", False)))
+
+
+def reference(q, k, v, causal=False):
+    """On the CPU (every correctness check): attention in float64, rounded once to q's dtype. On a GPU only the
+    speed baseline of ``Perf(baseline="reference")``: SDPA's FLASH_ATTENTION backend (FlashAttention-2)."""
+    import torch
+
+    if q.is_cuda:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    qd, kd, vd = (t.to(torch.float64) for t in (q, k, v))
+    s = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return (torch.softmax(s, dim=-1) @ vd).to(q.dtype)
+
+
+def attention_flops(q, k, v, causal=False) -> float:
+    """Two matmuls of 2·S·S·D flops per head; causal attention does about half."""
+    b, h, s, d = q.shape
+    return 4 * b * h * s * s * d / (2 if causal else 1)
+
+
+def max_extra_bytes(q, k, v, causal=False) -> int:
+    """What the call may allocate beyond its inputs: the output, the contiguous copies of q, k, v a learner may
+    make, room for row statistics; an S×S matrix of the long case does not fit."""
+    return 6 * q.numel() * q.element_size() + 128 * 2**10
+
+
+_LONG = device.size(cpu=384, gpu=2048)
+_LOW = _low()
+
+EXERCISE = Exercise(
+    id="flash_attention",
+    function="flash_attention",
+    signature="flash_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False) -> Tensor",
+    statement=STATEMENT,
+    kind="triton",
+    make_inputs=make_inputs,
+    reference=reference,
+    cases=(
+        Case("S=1, D=64", {"s": 1, "d": 64}),
+        Case("S=64, D=64 (whole blocks)", {"s": 64, "d": 64}),
+        Case("S=45, D=64 (ragged S), B=2, H=2", {"s": 45, "d": 64, "b": 2, "h": 2}),
+        Case(f"S=37, D=128, {_LOW}", {"s": 37, "d": 128, "dtype": _LOW}),
+        Case("causal, S=64, D=64", {"s": 64, "d": 64, "causal": True}),
+        Case("causal, S=45, D=128 (ragged S)", {"s": 45, "d": 128, "causal": True}),
+        Case(f"causal, S=50, D=64, {_LOW}", {"s": 50, "d": 64, "causal": True, "dtype": _LOW}),
+        Case("large scores (q, k x10), S=48, D=64", {"s": 48, "d": 64, "scale": 10.0}),
+        Case("(B, S, H, D) layout seen as (B, H, S, D), S=40, H=2", {"s": 40, "d": 64, "h": 2, "layout": "bshd"}),
+        Case(f"long: S={_LONG}, D=64, H=2, causal", {"s": _LONG, "d": 64, "h": 2, "causal": True}),
+    ),
+    tolerance={"float16": Tolerance(4e-3, 4e-3), "bfloat16": Tolerance(3e-2, 3e-2)},
+    determinism="bitwise",
+    reference_ops=_TORCH_ATTENTION,
+    forbidden_ops=_TORCH_ATTENTION,
+    max_extra_bytes=max_extra_bytes,
+    perf=Perf(baseline="reference", target=1.0, params={"b": 4, "h": 16, "s": 4096, "d": 64},
+              flops=attention_flops),
+)

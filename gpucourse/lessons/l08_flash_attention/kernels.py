@@ -1,0 +1,344 @@
+"""The lesson's FlashAttention in Triton: a forward kernel that never writes the S×S score matrix, and a backward
+pass that recomputes it block by block from the log-sum-exp the forward kept.
+
+Shapes: q, k, v and the output are (B, H, S, D), float16 or bfloat16, D in {64, 128}, any S >= 1. Softmax scale
+1/sqrt(D). The forward works in base 2: scores are multiplied by ``scale * log2(e)`` once, so each exponential is one
+``exp2`` (``exp(x) = exp2(x * log2 e)``), and the saved log-sum-exp is in the same base-2 units.
+
+Forward: one program per (block of BLOCK_M queries, batch·head). It keeps its query block, a running row maximum
+``m``, a running sum ``l`` and an fp32 output accumulator on chip, and walks the key/value blocks: scores, new
+maximum, rescale of ``l`` and of the accumulator by ``exp2(m_old - m_new)``, ``acc += p @ v``. Blocks that need no
+mask (fully below the causal diagonal, fully inside S) run a loop without one; the blocks on the diagonal and the
+ragged last block run a second loop with masks. Causal blocks above the diagonal are never visited.
+
+Backward: ``delta = rowsum(dO * O)``; one kernel per key block accumulates dK and dV over the query blocks that see
+it, one per query block accumulates dQ over its key blocks; both recompute ``p = exp2(qk * c - lse)``.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _fwd_configs():
+    """On a GPU, what @triton.autotune tries (H100-oriented: 128-query blocks, 64 or 128 keys, 4 or 8 warps);
+    in CPU mode one small block (the interpreter ignores warps and stages, and small blocks keep it quick)."""
+    if INTERPRETED:
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+            for bm, bn, w, s in ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4),
+                                 (128, 128, 8, 2), (64, 64, 4, 3))]
+
+
+def _prune(configs, named_args, **kwargs):
+    """Drop blocks too large for D=128's shared memory (128 keys x 128 dims x 3 stages would not fit)."""
+    d = named_args.get("D", kwargs.get("D"))
+    kept = [c for c in configs if not (d == 128 and c.kwargs["BLOCK_N"] == 128 and c.num_stages > 2)]
+    return kept or configs
+
+
+@triton.jit
+def _fwd_blocks(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_n, offs_d, lo, hi, S, qk_scale,
+                BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+    """Key/value blocks [lo, hi) folded into (acc, l, m). MASK: this range has the causal diagonal or the ragged end."""
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASK:
+            k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None], mask=cols[None, :] < S, other=0.0)
+        else:
+            k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
+        if UPCAST:  # the interpreter's tl.dot gets bf16 wrong (triton-lang/triton#11584); exact in fp32
+            k = k.to(tl.float32)
+        s = tl.dot(q, k) * qk_scale  # (BLOCK_M, BLOCK_N) scores, in base-2 units
+        if MASK:
+            keep = cols[None, :] < S
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)  # how much the old maximum overstated: rescale what was summed with it
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASK:
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=cols[:, None] < S, other=0.0)
+        else:
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
+        if UPCAST:
+            acc = tl.dot(p, v.to(tl.float32), acc)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.autotune(configs=_fwd_configs(), key=["S_KEY", "D", "CAUSAL"], prune_configs_by={"early_config_prune": _prune})
+@triton.jit
+def attn_fwd_kernel(Q, K, V, O, LSE, qk_scale, S, H, S_KEY,
+                    sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos,
+                    D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D)
+    q_base = Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+    k_base = K + b.to(tl.int64) * skb + h.to(tl.int64) * skh
+    v_base = V + b.to(tl.int64) * svb + h.to(tl.int64) * svh
+    row_ok = offs_m[:, None] < S
+    q = tl.load(q_base + offs_m[:, None] * sqs + offs_d[None, :], mask=row_ok, other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    if CAUSAL:
+        free_end = pid_m * BLOCK_M  # keys before the diagonal block: every query of this block sees them all
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, S)
+    else:
+        free_end = (S // BLOCK_N) * BLOCK_N  # whole key blocks; the ragged end (if any) is masked
+        hi = S
+    acc, l_i, m_i = _fwd_blocks(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_n, offs_d, 0, free_end, S,
+                                qk_scale, BLOCK_N, False, CAUSAL, UPCAST)
+    acc, l_i, m_i = _fwd_blocks(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_n, offs_d, free_end, hi, S,
+                                qk_scale, BLOCK_N, True, CAUSAL, UPCAST)
+    acc = acc / l_i[:, None]
+    o_base = O + b.to(tl.int64) * sob + h.to(tl.int64) * soh
+    tl.store(o_base + offs_m[:, None] * sos + offs_d[None, :], acc.to(O.dtype.element_ty), mask=row_ok)
+    tl.store(LSE + bh.to(tl.int64) * S + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < S)
+
+
+def _check(q, k, v):
+    if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"attention: q, k, v must have one shape (B, H, S, D); got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"attention takes float16 or bfloat16 q, k, v of one dtype; got {q.dtype}, {k.dtype}, "
+                         f"{v.dtype}")
+    if q.shape[-1] not in HEAD_DIMS:
+        raise ValueError(f"attention: head dimension D must be one of {HEAD_DIMS}, got {q.shape[-1]}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"attention: {name}'s last dimension must be contiguous (stride 1)")
+
+
+def s_key(s: int) -> int:
+    """The autotuner's key for a sequence length: the next power of two (capped), so one tuning serves nearby S."""
+    return min(triton.next_power_of_2(max(s, 1)), 16384)
+
+
+def forward(q, k, v, causal: bool = False):
+    """(o, lse): the attention output and the base-2 log-sum-exp of each query's scores, (B*H, S) float32."""
+    _check(q, k, v)
+    B, H, S, D = q.shape
+    o = torch.empty_like(q)
+    lse = torch.empty((B * H, S), device=q.device, dtype=torch.float32)
+    qk_scale = LOG2E / math.sqrt(D)
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)  # noqa: E731
+    attn_fwd_kernel[grid](q, k, v, o, lse, qk_scale, S, H, s_key(S),
+                          q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                          v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                          D=D, CAUSAL=bool(causal), UPCAST=INTERPRETED and q.dtype == torch.bfloat16)
+    return o, lse
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Backward.
+
+
+@triton.jit
+def attn_bwd_delta_kernel(O, DO, DELTA, S, H, sob, soh, sos, sdb, sdh, sds, D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta[i] = sum_d dO[i, d] * O[i, d]: the term the softmax's gradient subtracts (= sum_j P_ij dP_ij)."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    ok = offs_m[:, None] < S
+    o = tl.load(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + offs_m[:, None] * sos + offs_d[None, :], mask=ok,
+                other=0.0).to(tl.float32)
+    do = tl.load(DO + b.to(tl.int64) * sdb + h.to(tl.int64) * sdh + offs_m[:, None] * sds + offs_d[None, :], mask=ok,
+                 other=0.0).to(tl.float32)
+    tl.store(DELTA + bh.to(tl.int64) * S + offs_m, tl.sum(o * do, 1), mask=offs_m < S)
+
+
+@triton.jit
+def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale, S, H,
+                         sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds,
+                         D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (key block, batch·head): dV = sum over queries of P^T dO, dK = scale * sum of dS^T Q."""
+    pid_n = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    col_ok = offs_n < S
+    k = tl.load(K + b.to(tl.int64) * skb + h.to(tl.int64) * skh + offs_n[:, None] * sks + offs_d[None, :],
+                mask=col_ok[:, None], other=0.0)
+    v = tl.load(V + b.to(tl.int64) * svb + h.to(tl.int64) * svh + offs_n[:, None] * svs + offs_d[None, :],
+                mask=col_ok[:, None], other=0.0)
+    if UPCAST:
+        k, v = k.to(tl.float32), v.to(tl.float32)
+    q_base = Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+    do_base = DO + b.to(tl.int64) * sdb + h.to(tl.int64) * sdh
+    dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M if CAUSAL else 0  # queries before this key block never see it
+    for start_m in range(lo, S, BLOCK_M):
+        offs_m = start_m + offs_m0
+        row_ok = offs_m < S
+        q = tl.load(q_base + offs_m[:, None] * sqs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        do = tl.load(do_base + offs_m[:, None] * sds + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        if UPCAST:
+            q, do = q.to(tl.float32), do.to(tl.float32)
+        lse = tl.load(LSE + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
+        delta = tl.load(DELTA + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
+        st = tl.dot(k, tl.trans(q)) * qk_scale  # (BLOCK_N, BLOCK_M): scores transposed, base 2
+        pt = tl.math.exp2(st - lse[None, :])
+        keep = row_ok[None, :] & col_ok[:, None]
+        if CAUSAL:
+            keep = keep & (offs_n[:, None] <= offs_m[None, :])
+        pt = tl.where(keep, pt, 0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv)
+        dpt = tl.dot(v, tl.trans(do))
+        dst = pt * (dpt - delta[None, :])
+        dk = tl.dot(dst.to(q.dtype), q, dk)
+    dk = dk * sm_scale
+    tl.store(DK + b.to(tl.int64) * skb + h.to(tl.int64) * skh + offs_n[:, None] * sks + offs_d[None, :],
+             dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
+    tl.store(DV + b.to(tl.int64) * svb + h.to(tl.int64) * svh + offs_n[:, None] * svs + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
+
+
+@triton.jit
+def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale, S, H,
+                       sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds,
+                       D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (query block, batch·head): dQ = scale * sum over keys of dS K."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D)
+    row_ok = offs_m < S
+    q = tl.load(Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh + offs_m[:, None] * sqs + offs_d[None, :],
+                mask=row_ok[:, None], other=0.0)
+    do = tl.load(DO + b.to(tl.int64) * sdb + h.to(tl.int64) * sdh + offs_m[:, None] * sds + offs_d[None, :],
+                 mask=row_ok[:, None], other=0.0)
+    if UPCAST:
+        q, do = q.to(tl.float32), do.to(tl.float32)
+    lse = tl.load(LSE + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(DELTA + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
+    k_base = K + b.to(tl.int64) * skb + h.to(tl.int64) * skh
+    v_base = V + b.to(tl.int64) * svb + h.to(tl.int64) * svh
+    dq = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + offs_n0
+        col_ok = offs_n < S
+        k = tl.load(k_base + offs_n[:, None] * sks + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+        v = tl.load(v_base + offs_n[:, None] * svs + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+        if UPCAST:
+            k, v = k.to(tl.float32), v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        p = tl.math.exp2(s - lse[:, None])
+        keep = row_ok[:, None] & col_ok[None, :]
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    dq = dq * sm_scale
+    tl.store(DQ + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh + offs_m[:, None] * sqs + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
+
+
+def _bwd_blocks(d: int) -> dict:
+    if INTERPRETED:
+        return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    return dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2) if d == 64 else \
+        dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=1)
+
+
+def backward(q, k, v, o, lse, do, causal: bool = False, blocks: dict | None = None):
+    """(dq, dk, dv) from the forward's output and log-sum-exp: P is recomputed block by block, never stored."""
+    B, H, S, D = q.shape
+    do = do.contiguous()
+    qc, kc, vc, oc = (t.contiguous() for t in (q, k, v, o))
+    dq, dk, dv = torch.empty_like(qc), torch.empty_like(kc), torch.empty_like(vc)
+    delta = torch.empty_like(lse)
+    t = dict(blocks or _bwd_blocks(D))
+    attn_bwd_delta_kernel[(triton.cdiv(S, 64), B * H)](oc, do, delta, S, H, *oc.stride()[:3], *do.stride()[:3], D=D,
+                                                      BLOCK_M=64)
+    upcast = INTERPRETED and q.dtype == torch.bfloat16
+    common = (LOG2E / math.sqrt(D), 1 / math.sqrt(D), S, H, *qc.stride()[:3], *kc.stride()[:3], *vc.stride()[:3],
+              *do.stride()[:3])
+    meta = dict(D=D, CAUSAL=bool(causal), UPCAST=upcast, num_warps=t["num_warps"], num_stages=t["num_stages"])
+    # dK/dV: a key block of BLOCK_N rows stays on chip while query blocks of BLOCK_M stream past; dQ the other way.
+    attn_bwd_dkdv_kernel[(triton.cdiv(S, t["BLOCK_N"]), B * H)](qc, kc, vc, do, lse, delta, dk, dv, *common,
+                                                               BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], **meta)
+    attn_bwd_dq_kernel[(triton.cdiv(S, t["BLOCK_N"]), B * H)](qc, kc, vc, do, lse, delta, dq, *common,
+                                                             BLOCK_M=t["BLOCK_N"], BLOCK_N=t["BLOCK_M"], **meta)
+    return dq, dk, dv
+
+
+class FlashAttention(torch.autograd.Function):
+    """Forward by :func:`forward` (saves q, k, v, o and the log-sum-exp, not P), backward by :func:`backward`."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal=False):
+        o, lse = forward(q, k, v, causal)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal = causal
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = backward(q, k, v, o, lse, do, ctx.causal)
+        return dq, dk, dv, None
+
+
+def attention(q, k, v, causal: bool = False):
+    """softmax(q kᵀ / sqrt(D)) v, causal or not, differentiable: the lesson's FlashAttention."""
+    return FlashAttention.apply(q, k, v, causal)
+
+
+def reference(q, k, v, causal: bool = False, dtype=torch.float64):
+    """Attention written plainly in ``dtype`` (float64 by default): the S×S scores, masked, softmax, times v."""
+    qd, kd, vd = q.to(dtype), k.to(dtype), v.to(dtype)
+    s = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ vd
+
+
+def source(kernel) -> str:
+    """The Python source of a (possibly autotuned, jitted or interpreted) Triton kernel, decorators included."""
+    import inspect
+
+    fn = kernel
+    while not inspect.isfunction(fn) and hasattr(fn, "fn"):
+        fn = fn.fn
+    return inspect.getsource(fn)

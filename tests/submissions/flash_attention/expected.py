@@ -1,0 +1,30 @@
+"""What `gpucourse grade` must say of each known submission of flash_attention.
+
+Each wrong one has one bug of the kind the lesson warns about. The two that materialise the S×S scores fail two
+ways: the one that computes them with torch calls a forbidden op (both modes); the one that writes them from a
+Triton kernel into torch.empty fails the memory bound of the long case (both modes: on a GPU the allocator's peak,
+in CPU mode what torch.empty handed out).
+"""
+EXPECTED = {
+    "right_forward.py": {"status": "passed", "message": "all 10 cases passed"},
+    "wrong_no_rescale_of_accumulator.py": {"status": "failed", "message": "elements differ",
+                                           "fails": ["S=64, D=64 (whole blocks)"], "passes": ["S=1, D=64"]},
+    "wrong_max_not_subtracted.py": {"status": "failed", "message": "non-finite output where the reference is finite",
+                                    "fails": ["large scores (q, k x10), S=48, D=64"],
+                                    "passes": ["S=64, D=64 (whole blocks)"]},
+    "wrong_causal_mask_off_by_one.py": {"status": "failed", "message": "non-finite output",
+                                        "fails": ["causal, S=64, D=64"], "passes": ["S=64, D=64 (whole blocks)"]},
+    "wrong_ragged_s_not_masked.py": {"status": "failed", "message": ("non-finite output", "elements differ"),
+                                     "fails": ["S=45, D=64 (ragged S), B=2, H=2"]},
+    "wrong_scores_materialised_with_torch.py": {"status": "failed",
+                                                "message": "this exercise asks for your own kernel to compute the "
+                                                           "answer, not this torch op",
+                                                "flags": ["calls aten."]},
+    "wrong_scores_materialised_in_triton.py": {"status": "failed",
+                                               "message": "beyond its inputs during the call",
+                                               "passes": ["S=64, D=64 (whole blocks)"]},
+    "cheat_sdpa_behind_dummy_kernel.py": {"status": "failed",
+                                          "message": "calls aten._scaled_dot_product",
+                                          "flags": ["calls aten._scaled_dot_product"]},
+}
+GPU_ONLY = False
