@@ -251,6 +251,8 @@ def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flus
         flush = _l2_flush_buffer().zero_ if flush_l2 else None
     fn()  # compile, allocate, autotune: never timed
     estimate = max(statistics.mean(event_times(fn, reps=5, warmup=0, before=flush, wait_each=False)), 1e-4)
+    if flush is not None:  # each repeat also runs the flush: count it, as do_bench does, or a short kernel gets
+        estimate += statistics.median(event_times(flush, reps=3, warmup=1))  # thousands of repeats
     n_warmup = max(1, int(warmup_ms / estimate))
     n_rep = min(max_reps, max(min_reps, int(rep_ms / estimate)))
     torch.cuda.synchronize()

@@ -24,11 +24,14 @@ mean anything.
 """
 from __future__ import annotations
 
+import sys
+import time
+
 import torch
 import torch.nn.functional as F
 
 from gpucourse import device
-from gpucourse.timing import bench, copy_gbps, interleaved
+from gpucourse.timing import copy_gbps, interleaved
 
 from . import kernels, packing, quant
 
@@ -36,6 +39,11 @@ SHAPES = ((8192, 8192), (14336, 4096), (4096, 14336))  # (N, K): square, an MLP'
 GROUP = 128
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
 FLUSH = {"flush_l2": "read"}  # see the module docstring
+
+
+def _progress(line: str) -> None:
+    """Progress of a long benchmark, on stderr (a child process's last lines say where it stopped)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def quantized_weights(n: int, k: int, group_size: int = GROUP, gen=None) -> dict:
@@ -83,7 +91,7 @@ def torchao_int8(w: torch.Tensor, compile: bool = True):
 
 
 def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int = GROUP, compile: bool = True,
-          with_torchao: bool = True, rounds: int = 3, bench_kw=None, extra=None) -> dict:
+          with_torchao: bool = False, rounds: int = 3, bench_kw=None, extra=None) -> dict:
     """Time, per (N, K) shape at batch ``m``: bf16 cuBLAS, our int8 and int4 GEMVs, the torch paths and torchao,
     plus the copy ceiling for each weight format (its least bytes moved at the measured copy bandwidth).
     ``extra``: more contenders, ``name -> fn`` taking the int8 arguments (a name starting "int8") or the int4 ones.
@@ -115,6 +123,7 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
             fns["int8 torch.compile dequant+matmul"] = lambda: c8(x, q8, s8)
             fns["int4 torch.compile dequant+matmul"] = lambda: c4(x, p4, s4, group_size)
         if with_torchao and on_gpu:
+            _progress(f"{n} x {k}: torchao int8 weight-only, quantizing and compiling ...")
             ao, why = torchao_int8(w)
             if ao is not None:
                 fns["int8 torchao weight-only (compiled)"] = lambda: ao(x)
@@ -127,7 +136,9 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
         for name, fn in fns.items():
             if name == "bf16 cuBLAS":
                 continue
+            t0 = time.perf_counter()
             out = fn().float()
+            _progress(f"{n} x {k}: {name} ready ({time.perf_counter() - t0:.1f} s)")
             ref = exact8 if name.startswith("int8") else exact4
             err[name] = float((out - ref).abs().max() / ref.abs().max())
         timed = interleaved(fns, rounds=rounds, **bench_kw)
