@@ -211,3 +211,40 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
     assert doc["suite"] == {"notebooks_ok": True, "notebook_seconds": {"notebooks/05_triton.ipynb": 2.0},
                             "tests_passed": False}
     assert set(doc["results"]) == set(benched)
+
+
+REAL_PYTHON = sys.executable
+
+
+def _fake_python(tmp_path, body: str):
+    """An executable that stands in for the child's Python interpreter (run_in_child runs ``python -c CODE``)."""
+    exe = tmp_path / f"fake-python-{len(list(tmp_path.iterdir()))}"
+    exe.write_text(f"#!{REAL_PYTHON}\nimport re, sys, os, time, json\ncode = sys.argv[2]\n" + body)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_run_in_child_returns_the_childs_result_and_passes_its_lines_through(tmp_path, monkeypatch, capsys):
+    body = ("out = re.search(r\"open\\('([^']+)', 'w'\\)\", code).group(1)\n"
+            "print('step 1 of 1', flush=True)\n"
+            "json.dump({'rows': [1, 2], 'name': re.search(r\"registry\\(\\)\\['([^']+)'\", code).group(1)},"
+            " open(out, 'w'))\n")
+    monkeypatch.setattr(benchmarks.sys, "executable", _fake_python(tmp_path, body))
+    assert benchmarks.run_in_child("quant07_gemv", timeout_s=60) == {"rows": [1, 2], "name": "quant07_gemv"}
+    assert "step 1 of 1" in capsys.readouterr().out
+
+
+def test_run_in_child_survives_a_crash_and_a_hang(tmp_path, monkeypatch):
+    monkeypatch.setattr(benchmarks.sys, "executable",
+                        _fake_python(tmp_path, "print('loading torchao', flush=True)\nos.kill(os.getpid(), 9)\n"))
+    with pytest.raises(RuntimeError, match=r"(?s)failed in its child process \(killed by signal 9\).*loading torchao"):
+        benchmarks.run_in_child("quant07_gemv", timeout_s=60)
+    monkeypatch.setattr(benchmarks.sys, "executable",
+                        _fake_python(tmp_path, "print('compiling', flush=True)\ntime.sleep(60)\n"))
+    with pytest.raises(RuntimeError, match=r"(?s)did not finish in 1 s \(child process killed\).*compiling"):
+        benchmarks.run_in_child("quant07_gemv", timeout_s=1)
+    monkeypatch.setattr(benchmarks.sys, "executable", _fake_python(tmp_path, "sys.exit(3)\n"))
+    with pytest.raises(RuntimeError, match=r"exit code 3"):
+        benchmarks.run_in_child("quant07_gemv", timeout_s=60)
+    with pytest.raises(KeyError, match="unknown benchmark"):
+        benchmarks.run_in_child("no_such_benchmark")
