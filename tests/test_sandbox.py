@@ -356,3 +356,64 @@ def test_bootstrap_never_fails_when_bubblewrap_cannot_be_installed(tmp_path):
     assert "process level only" in proc.stdout and "sudo apt-get install bubblewrap" in proc.stdout
     if os.geteuid() == 0:  # install, then the package lists, then install again
         assert [line.split()[0] for line in apt.splitlines()] == ["install", "update", "install"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The grader's side: a sandbox that does not start is the grader's failure, said as such; the GPU lock is released.
+
+
+def test_a_sandbox_that_does_not_start_is_an_internal_grader_error_not_the_submissions(tmp_path):
+    from gpucourse.grading import grader
+    from gpucourse.grading.exercise import get
+
+    fake = tmp_path / "bwrap"
+    fake.write_text('#!/bin/sh\necho "bwrap: Can\'t mount proc on /newroot/proc: Operation not permitted" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    iso = sandbox.Isolation("bubblewrap", "", str(fake), True, False)
+    r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=iso)
+    assert r.status == "error" and r.score == 0.0 and "internal grader error" in r.flags
+    assert r.message == ("INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: bwrap: "
+                         "Can't mount proc on /newroot/proc: Operation not permitted")
+
+
+def test_the_gpu_lock_is_held_around_a_case_and_released_when_the_worker_gives_up(tmp_path):
+    """_converse holds the lock shared while a case runs (a timing elsewhere waits) and lets it go when the
+    conversation ends, however it ends."""
+    from gpucourse.grading import checker, grader, protocol
+    from gpucourse.grading.exercise import get
+
+    lock = gpulock.GpuLock("7", folder=str(tmp_path))
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    held_during_case = []
+
+    def fake_worker():
+        nonce = protocol.recv(to_r)["nonce"]
+        protocol.send(from_w, {"type": "ready", "nonce": nonce})
+        case = protocol.recv(to_r)
+        probe = os.open(lock.paths[1], os.O_RDWR)
+        try:
+            import fcntl
+
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held_during_case.append(False)
+        except BlockingIOError:
+            held_during_case.append(True)  # the grader holds it (shared) while the case runs
+        finally:
+            os.close(probe)
+        protocol.send(from_w, {"type": "raised", "nonce": nonce, "index": case["index"], "exc_type": "ValueError",
+                               "traceback": "ValueError: no"})
+
+    thread = threading.Thread(target=fake_worker, daemon=True)
+    thread.start()
+    result = grader.Result(submission="s.py", status="error", score=0.0, message="")
+    try:
+        grader._converse(get("vector_add"), "s.py", result, checker.new_seed(), "n0nce", to_w, from_r,
+                         time.monotonic() + 60, lock)
+    finally:
+        thread.join(timeout=10)
+        for fd in (to_r, to_w, from_r, from_w):
+            os.close(fd)
+    assert held_during_case == [True] and result.status == "error"
+    with lock.exclusive() as waited:  # released
+        assert waited < 1.0
