@@ -367,7 +367,8 @@ def test_a_sandbox_that_does_not_start_is_an_internal_grader_error_not_the_submi
     from gpucourse.grading.exercise import get
 
     fake = tmp_path / "bwrap"
-    fake.write_text('#!/bin/sh\necho "bwrap: Can\'t mount proc on /newroot/proc: Operation not permitted" >&2\nexit 1\n')
+    fake.write_text('#!/bin/sh\n'
+                    'echo "bwrap: Can\'t mount proc on /newroot/proc: Operation not permitted" >&2\nexit 1\n')
     fake.chmod(0o755)
     iso = sandbox.Isolation("bubblewrap", "", str(fake), True, False)
     r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=iso)
