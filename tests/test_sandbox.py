@@ -418,3 +418,29 @@ def test_the_gpu_lock_is_held_around_a_case_and_released_when_the_worker_gives_u
     assert held_during_case == [True] and result.status == "error"
     with lock.exclusive() as waited:  # released
         assert waited < 1.0
+
+
+def test_which_python_folders_are_bound(tmp_path):
+    """An installed package: its site-packages is bound. A checkout: only the package and a venv inside it, never the
+    checkout or a folder above it; relative entries (LD_LIBRARY_PATH=.) never."""
+    site_packages = tmp_path / "venv" / "lib" / "site-packages"
+    (site_packages / "gpucourse").mkdir(parents=True)
+    got = sandbox.select_dirs([str(tmp_path / "venv"), str(site_packages), "/usr/local/lib", "."],
+                              str(site_packages / "gpucourse"))
+    assert got == tuple(sorted({str(tmp_path / "venv"), str(site_packages / "gpucourse")}))
+    checkout = tmp_path / "course"
+    (checkout / "gpucourse").mkdir(parents=True)
+    (checkout / ".venv").mkdir()
+    (checkout / "pyproject.toml").write_text("")
+    got = sandbox.select_dirs([str(tmp_path), str(checkout), str(checkout / ".venv"), "relative/dir"],
+                              str(checkout / "gpucourse"))
+    assert got == (str(checkout / ".venv"), str(checkout / "gpucourse"))
+
+
+def test_a_checkout_inside_usr_is_hidden_before_the_package_is_bound_back(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "_masks", lambda: ["/usr/src/app"])
+    iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True)
+    cmd = sandbox.command(iso, ["python"], str(tmp_path), None, False)
+    usr, mask = cmd.index("/usr"), cmd.index("/usr/src/app")
+    assert cmd[mask - 1] == "--tmpfs" and usr < mask < cmd.index(PACKAGE)
+    assert cmd[cmd.index("/usr/src/app", mask + 1) - 1] == "--remount-ro"

@@ -169,6 +169,9 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
         if iso.disable_userns:
             cmd += ["--disable-userns"]
     cmd += _system_binds()
+    masks = _masks()
+    for path in masks:
+        cmd += ["--tmpfs", path]
     for path in _python_dirs():
         cmd += ["--ro-bind", path, path]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
@@ -179,6 +182,8 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
     cmd += ["--bind", tmp, INSIDE_TMP]
     if submission is not None:
         cmd += ["--ro-bind", os.path.abspath(submission), inside_path(submission)]
+    for path in masks:
+        cmd += ["--remount-ro", path]
     cmd += ["--remount-ro", "/", "--chdir", INSIDE_TMP, "--"]
     return cmd + list(argv)
 
@@ -221,11 +226,7 @@ def _python_dirs() -> tuple:
         if spec is not None and spec.origin:
             dirs.append(os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations
                         else os.path.dirname(spec.origin))
-    package = os.path.dirname(os.path.abspath(gpucourse.__file__))
-    checkout = os.path.dirname(package)
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            dirs.append(os.environ[var])
+    dirs += [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
     try:
         from .. import cuda_build
 
@@ -234,18 +235,43 @@ def _python_dirs() -> tuple:
             dirs.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     except Exception:  # no toolkit: nothing to bind
         pass
-    dirs += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
-    dirs = [os.path.abspath(d) for d in dirs] + [os.path.realpath(d) for d in dirs]  # a symlinked venv: both
+    dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    return select_dirs(dirs, os.path.dirname(os.path.abspath(gpucourse.__file__)))
+
+
+def select_dirs(dirs: list, package: str) -> tuple:
+    """The folders to bind read-only, from candidates ``dirs``: absolute, existing, outside /usr (bound whole), none
+    inside another; plus the course ``package``. When the package sits in a source checkout (its parent holds
+    pyproject.toml or solutions/), neither the checkout nor anything above it is bound, only the package itself
+    (a virtual environment kept inside the checkout still is)."""
+    checkouts = _checkouts(package)
+    dirs = [d for d in dirs if d and os.path.isabs(d)]  # a relative entry would bind wherever the grader runs
+    dirs = [os.path.normpath(d) for d in dirs] + [os.path.realpath(d) for d in dirs]  # a symlinked venv: both
     kept = []
     for d in dirs:
-        # Never the checkout (or anything above it): only the package itself is bound from there.
-        if not os.path.isdir(d) or d in ("/", "/usr") or d.startswith("/usr/") or any(os.path.commonpath([d, c]) == d
-                                                            for c in (checkout, os.path.realpath(checkout))):
+        if not os.path.isdir(d) or d in ("/", "/usr") or d.startswith("/usr/") or any(
+                os.path.commonpath([d, c]) == d for c in checkouts):
             continue
         if not any(d == k or d.startswith(k + os.sep) for k in kept):
             kept = [k for k in kept if not k.startswith(d + os.sep)] + [d]
     kept += [package, os.path.realpath(package)]
     return tuple(sorted(set(kept)))
+
+
+def _checkouts(package: str) -> list:
+    """The source checkout the course ``package`` sits in (its parent, when that holds pyproject.toml or
+    solutions/), as given and as resolved; [] for an installed package."""
+    parent = os.path.dirname(package)
+    return sorted(c for c in {parent, os.path.realpath(parent)} if os.path.exists(os.path.join(c, "pyproject.toml"))
+                  or os.path.isdir(os.path.join(c, "solutions")))
+
+
+def _masks() -> list:
+    """Checkouts inside /usr (bound whole; e.g. /usr/src/app in a container image): each is hidden under an empty
+    read-only tmpfs before the package (and a virtual environment inside it) is bound back."""
+    import gpucourse
+
+    return [c for c in _checkouts(os.path.dirname(os.path.abspath(gpucourse.__file__))) if c.startswith("/usr/")]
 
 
 def _gpu_binds() -> list:
