@@ -444,3 +444,13 @@ def test_a_checkout_inside_usr_is_hidden_before_the_package_is_bound_back(monkey
     usr, mask = cmd.index("/usr"), cmd.index("/usr/src/app")
     assert cmd[mask - 1] == "--tmpfs" and usr < mask < cmd.index(PACKAGE)
     assert cmd[cmd.index("/usr/src/app", mask + 1) - 1] == "--remount-ro"
+
+
+@needs_sandbox
+@pytest.mark.skipif(gpucourse.on_gpu(), reason="shows the GPU probe failing, on a machine without a GPU")
+def test_a_gpu_sandbox_where_cuda_cannot_start_falls_back_to_the_process_level_and_says_why():
+    """In GPU mode the probe starts CUDA inside the sandbox; here (no GPU) it cannot, which stands for a device node
+    the sandbox lacks: the batch would be graded at the process level, with the reason, not fail submission by one."""
+    iso = sandbox._probe(True)
+    assert iso.level == "process" and "CUDA sees no GPU inside the sandbox" in iso.detail
+    assert "NVIDIA device nodes" in iso.detail

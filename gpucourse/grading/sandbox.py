@@ -48,6 +48,10 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone
 SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # merged-/usr links, or real directories
 GPU_DEVICES = ("/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                "/dev/nvidia-modeset", "/dev/nvidia-caps")
+# In GPU mode the probe also starts CUDA inside the sandbox (once per batch, a few seconds): a device node it needs
+# and does not get would otherwise fail every submission.
+GPU_PROBE = "import sys, torch; sys.exit(0 if torch.cuda.is_available() and torch.zeros(1, device='cuda').sum() == 0 " \
+            "else 3)"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
                 "bubblewrap`; `make install` does it when run as root)")
 USERNS_HINT = ("allow unprivileged user namespaces (Debian: `sudo sysctl -w kernel.unprivileged_userns_clone=1`; "
@@ -116,7 +120,8 @@ def _probe(gpu: bool) -> Isolation:
         iso = Isolation("bubblewrap", "", bwrap, userns, disable and userns)
         tmp = _probe_dir()
         try:
-            cmd = command(iso, [sys.executable, "-c", "import sys; sys.exit(0)"], tmp, None, gpu)
+            cmd = command(iso, [sys.executable, "-c", GPU_PROBE if gpu else "import sys; sys.exit(0)"], tmp, None,
+                          gpu)
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp, env=_probe_env())
         except (OSError, subprocess.SubprocessError) as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
@@ -128,9 +133,14 @@ def _probe(gpu: bool) -> Isolation:
                 "bubblewrap: own PID, network, IPC and user namespaces, read-only system and course package, "
                 "only its own submission and an empty private /tmp visible" +
                 ("" if userns else " (as root without a user namespace: the kernel refused one)")))
+        if gpu and proc.returncode == 3:
+            errors.append("CUDA sees no GPU inside the sandbox (a device node missing from GPU_DEVICES?)")
+            continue
         errors.append((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300])
     why = errors[-1] if errors else "unknown"
-    hint = USERNS_HINT if "namespace" in why or "ermission" in why else "see `bwrap --help`"
+    hint = USERNS_HINT if "namespace" in why or "ermission" in why else \
+        "check the NVIDIA device nodes under /dev (GPU_DEVICES in gpucourse/grading/sandbox.py)" if "CUDA" in why \
+        else "run the bwrap command of sandbox.command by hand to see why"
     return Isolation("process", f"{fallback} (bubblewrap is installed at {bwrap} but could not start a sandbox: "
                                 f"{why}; to fix: {hint})")
 
@@ -142,8 +152,8 @@ def _probe_dir() -> str:
 
 
 def _probe_env() -> dict:
-    keep = ("PATH", "LANG", "LD_LIBRARY_PATH")
-    return {k: v for k, v in os.environ.items() if k in keep}
+    keep = ("PATH", "LANG", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES")
+    return dict({k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}, HOME=INSIDE_TMP)
 
 
 @functools.lru_cache(maxsize=None)
