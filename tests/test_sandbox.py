@@ -454,3 +454,32 @@ def test_a_gpu_sandbox_where_cuda_cannot_start_falls_back_to_the_process_level_a
     iso = sandbox._probe(True)
     assert iso.level == "process" and "CUDA sees no GPU inside the sandbox" in iso.detail
     assert "NVIDIA device nodes" in iso.detail
+
+
+@needs_sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can use bubblewrap without a user namespace")
+def test_as_root_without_user_namespaces_the_sandbox_still_holds(tmp_path):
+    """Where the kernel or a container refuses user namespaces (a bwrap that fails on --unshare-user stands for it),
+    root still gets the sandbox without one (no capabilities), says so, and the escapes still fail."""
+    from submissions_util import expectation, load_expected, misgraded
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        for a in "$@"; do
+            [ "$a" = "--unshare-user" ] && {{ echo "bwrap: No permissions to create new namespace" >&2; exit 1; }}
+        done
+        exec {ISOLATION.bwrap} "$@"
+        """))
+    (fake / "bwrap").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    env.pop(sandbox.ENV_VAR, None)
+    files = ["escape_daemon.py", "escape_read_classmate.py", "escape_write_package.py",
+             "right_graded_beside_the_daemon.py"]
+    report, _ = _report(tmp_path, *[os.path.join(ESCAPES, f) for f in files], env=env)
+    assert report["isolation"]["level"] == "bubblewrap"
+    assert "as root without a user namespace" in report["isolation"]["detail"]
+    expected = load_expected("escapes")["EXPECTED"]
+    wrong = {f: misgraded(r, expectation(expected[f], "cpu")) for f, r in zip(files, report["results"])}
+    assert not any(wrong.values()), (wrong, _verdicts(report))

@@ -14,9 +14,8 @@ Under bubblewrap (``bwrap``) a worker gets:
 * its own submission, read-only, at ``/submission/<file name>``;
 * one writable place, its private temporary directory, mounted at ``/tmp`` (HOME and every build cache are there;
   the grader deletes it afterwards); the root and everything else is read-only;
-* a fresh ``/proc`` (its own processes only) and a minimal ``/dev`` (null, zero, random, tty, a 64 MiB
-  ``/dev/shm`` of its own), plus the NVIDIA
-  device nodes (``/dev/nvidia*``) and ``/sys`` read-only when grading on a GPU;
+* a fresh ``/proc`` (its own processes only) and a minimal ``/dev`` (null, zero, random, tty, a 64 MiB ``/dev/shm``
+  of its own), plus the NVIDIA device nodes (``/dev/nvidia*``) and ``/sys`` read-only when grading on a GPU;
 * the environment the grader builds from its allow-list (grader._worker_env), nothing else.
 
 Where bwrap is missing or cannot create its namespaces (user namespaces switched off, a container that forbids
@@ -130,14 +129,14 @@ def _probe(gpu: bool) -> Isolation:
             shutil.rmtree(tmp, ignore_errors=True)
         if proc.returncode == 0:
             return dataclasses.replace(iso, detail=(
-                "bubblewrap: own PID, network, IPC and user namespaces, read-only system and course package, "
-                "only its own submission and an empty private /tmp visible" +
+                f"bubblewrap: own PID, network{', IPC and user' if userns else ' and IPC'} namespaces, no capabilities, "
+                f"read-only system and course package, only its own submission and an empty private /tmp visible" +
                 ("" if userns else " (as root without a user namespace: the kernel refused one)")))
         if gpu and proc.returncode == 3:
             errors.append("CUDA sees no GPU inside the sandbox (a device node missing from GPU_DEVICES?)")
             continue
         errors.append((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300])
-    why = errors[-1] if errors else "unknown"
+    why = "; ".join(dict.fromkeys(errors)) or "unknown"
     hint = USERNS_HINT if "namespace" in why or "ermission" in why else \
         "check the NVIDIA device nodes under /dev (GPU_DEVICES in gpucourse/grading/sandbox.py)" if "CUDA" in why \
         else "run the bwrap command of sandbox.command by hand to see why"
