@@ -128,9 +128,10 @@ def _probe(gpu: bool) -> Isolation:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         if proc.returncode == 0:
+            spaces = "PID, network, IPC and user" if userns else "PID, network and IPC"
             return dataclasses.replace(iso, detail=(
-                f"bubblewrap: own PID, network{', IPC and user' if userns else ' and IPC'} namespaces, no capabilities, "
-                f"read-only system and course package, only its own submission and an empty private /tmp visible" +
+                f"bubblewrap: own {spaces} namespaces, no capabilities, read-only system and course package, only "
+                f"its own submission and an empty private /tmp visible" +
                 ("" if userns else " (as root without a user namespace: the kernel refused one)")))
         if gpu and proc.returncode == 3:
             errors.append("CUDA sees no GPU inside the sandbox (a device node missing from GPU_DEVICES?)")
