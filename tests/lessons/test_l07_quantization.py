@@ -221,9 +221,13 @@ def test_measure_paths_run_small():
 def test_benchmark_targets():
     res = {"rows": [{"shape": [8, 8], "us": {"bf16 cuBLAS": 60.0, "int8 (ours)": 30.0, "int4 (ours)": 20.0,
                                               "int8 torch.compile dequant+matmul": 50.0}}], "notes": {"torchao": "x"}}
-    targets = bench.gemv_targets(res)  # int8 2.0x, int4 3.0x bf16; 1.67x and 2.5x the compiled torch path
-    assert [x["met"] for x in targets] == [True, False, False, True]
-    assert "torch.compile" in targets[2]["name"] and "torchao: x" in targets[2]["name"]
+    targets = bench.gemv_targets(res)  # int8 2.0x, int4 3.0x bf16; torchao failed here: a missed target says so
+    assert [x["met"] for x in targets] == [True, False, False]
+    assert "torchao: not measured (x)" in targets[2]["name"]
+    res["rows"][0]["us"]["int8 torchao weight-only (compiled)"] = 50.0  # ours 1.67x and 2.5x torchao
+    res["notes"] = {}
+    assert [(x["met"], "torchao" in x["name"]) for x in bench.gemv_targets(res)] == \
+        [(True, False), (False, False), (False, True), (True, True)]
     assert [x["met"] for x in bench.mlp_targets({"m": 1, "hidden": 1, "inter": 1,
                                                  "us": {"bf16": 100.0, "int8": 55.0, "int4": 39.0}})] == [True, True]
 
