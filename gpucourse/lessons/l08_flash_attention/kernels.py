@@ -29,21 +29,35 @@ HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 
 
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner tries on a GPU, per head dimension (chosen on an H100:
+# D 64 likes 4 warps on 128x64 blocks, D 128 likes 8 warps on 128x128; benchmarks/explore_flash_attention.py).
+_TUNED = {64: ((128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 3), (64, 64, 4, 3)),
+          128: ((128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))}
+_SHORT = (64, 64, 4, 3)  # S up to 1024: one config, no tuning (a short sequence is over before tuning pays)
+SHORT_S = 1024
+
+
+def _config(bm, bn, w, s):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+
+
 def _fwd_configs():
-    """On a GPU, what @triton.autotune tries (H100-oriented: 128-query blocks, 64 or 128 keys, 4 or 8 warps);
-    in CPU mode one small block (the interpreter ignores warps and stages, and small blocks keep it quick)."""
+    """On a GPU, every config of :data:`_TUNED` (the pruner keeps those of the call's D and S); in CPU mode one small
+    block (the interpreter ignores warps and stages, and small blocks keep it quick)."""
     if INTERPRETED:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-            for bm, bn, w, s in ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4),
-                                 (128, 128, 8, 2), (64, 64, 4, 3))]
+        return [_config(16, 16, 4, 1)]
+    return [_config(*c) for c in dict.fromkeys((*_TUNED[64], *_TUNED[128], _SHORT))]
 
 
 def _prune(configs, named_args, **kwargs):
-    """Drop blocks too large for D=128's shared memory (128 keys x 128 dims x 3 stages would not fit)."""
-    d = named_args.get("D", kwargs.get("D"))
-    kept = [c for c in configs if not (d == 128 and c.kwargs["BLOCK_N"] == 128 and c.num_stages > 2)]
-    return kept or configs
+    """Keep the configs tuned for this head dimension, or the one short-sequence config."""
+    if INTERPRETED:
+        return configs
+    d = kwargs.get("D", named_args.get("D"))
+    s_key = named_args.get("S_KEY", kwargs.get("S_KEY", SHORT_S + 1))
+    wanted = {_SHORT} if s_key <= SHORT_S else set(_TUNED.get(d, _TUNED[64]))
+    kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted]
+    return kept or configs[:1]
 
 
 @triton.jit

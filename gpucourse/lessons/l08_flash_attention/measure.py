@@ -74,7 +74,9 @@ def inputs(b, h, s, d, dtype=torch.float16, grad=False, seed=0):
 
 
 def peak_extra_mb(fn, *args) -> float:
-    """MiB allocated beyond what was allocated before the call, at its peak (the output included)."""
+    """MiB allocated beyond what was allocated before the call, at its peak (the output included). One untimed
+    call first, so an autotuner's benchmarking buffers (first call at a new shape) are not counted."""
+    fn(*args)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -223,31 +225,44 @@ def check_backward(b=1, h=2, s=37, d=64, causal=False, dtype=torch.float16, seed
 
 
 def configs_at(s=4096, d=64, causal=False, b=4, h=16, rep_ms=60) -> list:
-    """The forward's TFLOP/s with each autotuner config at one shape: what blocks, warps and pipeline stages buy."""
+    """The forward's TFLOP/s with each config the autotuner tries for this D, at one shape: what blocks, warps and
+    pipeline stages buy."""
     device.require_gpu("Timing the configs")
     q, k, v = inputs(b, h, s, d)
     rows = []
     fn = kernels.attn_fwd_kernel.fn  # the kernel under the autotuner
     o = torch.empty_like(q)
     lse = torch.empty((b * h, s), device="cuda", dtype=torch.float32)
-    for cfg in kernels.attn_fwd_kernel.configs:
-        bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
-
-        def run(cfg=cfg, bm=bm, bn=bn):
+    for bm, bn, warps, stages in kernels._TUNED[d]:
+        def run(bm=bm, bn=bn, warps=warps, stages=stages):
             fn[(triton_cdiv(s, bm), b * h)](q, k, v, o, lse, kernels.LOG2E / math.sqrt(d), s, h, kernels.s_key(s),
                                            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], D=d,
-                                           CAUSAL=causal, UPCAST=False, BLOCK_M=bm, BLOCK_N=bn,
-                                           num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                                           CAUSAL=causal, UPCAST=False, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps,
+                                           num_stages=stages)
         try:
             run()
         except Exception as exc:  # out of shared memory, say
-            rows.append(dict(block_m=bm, block_n=bn, warps=cfg.num_warps, stages=cfg.num_stages, tflops=None,
-                             why=type(exc).__name__))
+            rows.append(dict(block_m=bm, block_n=bn, warps=warps, stages=stages, tflops=None, why=type(exc).__name__))
             continue
         r = interleaved({"cfg": run}, rounds=1, flops=flops(b, h, s, d, causal), dtype=q.dtype, rep_ms=rep_ms)["cfg"]
-        rows.append(dict(block_m=bm, block_n=bn, warps=cfg.num_warps, stages=cfg.num_stages, tflops=r.typical.tflops))
+        rows.append(dict(block_m=bm, block_n=bn, warps=warps, stages=stages, tflops=r.typical.tflops))
     return rows
 
 
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def memory_sweep(seqs=(1024, 2048, 4096, 8192, 16384), d=128, b=1, h=16) -> list:
+    """Peak extra MiB of one forward call as S grows: ours, SDPA (its choice), naive (while its scores fit)."""
+    device.require_gpu("The memory sweep")
+    rows = []
+    for s in seqs:
+        q, k, v = inputs(b, h, s, d)
+        impls = {"ours (Triton)": _ours, "SDPA (its choice)": sdpa()}
+        if 2 * score_bytes(b, h, s) <= 20e9:
+            impls["naive"] = naive
+        rows.append(dict(s=s, peak_mb={n: peak_extra_mb(fn, q, k, v) for n, fn in impls.items()},
+                         output_mb=q.numel() * q.element_size() / 2**20))
+        del q, k, v
+    return rows

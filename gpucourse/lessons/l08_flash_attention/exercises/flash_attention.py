@@ -116,6 +116,8 @@ EXERCISE = Exercise(
         Case("S=64, D=64 (whole blocks)", {"s": 64, "d": 64}),
         Case("S=45, D=64 (ragged S), B=2, H=2", {"s": 45, "d": 64, "b": 2, "h": 2}),
         Case(f"S=37, D=128, {_LOW}", {"s": 37, "d": 128, "dtype": _LOW}),
+        # Several key blocks for any block size up to 64 (a GPU kernel's usual BLOCK_N): a missed rescale shows.
+        Case("S=200, D=128 (several key blocks, ragged)", {"s": 200, "d": 128}),
         Case("causal, S=64, D=64", {"s": 64, "d": 64, "causal": True}),
         Case("causal, S=45, D=128 (ragged S)", {"s": 45, "d": 128, "causal": True}),
         Case(f"causal, S=50, D=64, {_LOW}", {"s": 50, "d": 64, "causal": True, "dtype": _LOW}),
