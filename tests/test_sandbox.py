@@ -437,6 +437,19 @@ def test_which_python_folders_are_bound(tmp_path):
     assert got == (str(checkout / ".venv"), str(checkout / "gpucourse"))
 
 
+def test_a_compiler_outside_usr_is_bound(monkeypatch, tmp_path):
+    """Triton builds its launcher with $CC (else gcc): on the H100 machine that is /opt/gcc/bin/gcc, and without its
+    prefix bound every Triton submission failed inside the sandbox with "No such file or directory: gcc"."""
+    tool = tmp_path / "opt-gcc" / "bin" / "gcc"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("CC", str(tool))
+    assert str(tmp_path / "opt-gcc") in sandbox.toolchain_dirs()
+    got = sandbox.select_dirs(sandbox.toolchain_dirs(), str(tmp_path / "pkg" / "gpucourse"))
+    assert str(tmp_path / "opt-gcc") in got and not any(d == "/usr" or d.startswith("/usr/") for d in got)
+
+
 def test_a_checkout_inside_usr_is_hidden_before_the_package_is_bound_back(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "_masks", lambda: ["/usr/src/app"])
     iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True)

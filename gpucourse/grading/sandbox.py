@@ -246,7 +246,21 @@ def _python_dirs() -> tuple:
     except Exception:  # no toolkit: nothing to bind
         pass
     dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    dirs += toolchain_dirs()
     return select_dirs(dirs, os.path.dirname(os.path.abspath(gpucourse.__file__)))
+
+
+def toolchain_dirs() -> list:
+    """The prefixes of the build tools a worker runs: Triton compiles its launcher with ``$CC``, else gcc, else
+    clang; ``torch.utils.cpp_extension`` calls c++ and ninja. A tool installed outside /usr (the H100 machine's gcc
+    is /opt/gcc/bin/gcc) must be bound, or every Triton kernel fails to build inside the sandbox."""
+    out = []
+    for name in (os.environ.get("CC"), os.environ.get("CXX"), "cc", "gcc", "clang", "c++", "g++", "ninja"):
+        path = shutil.which(name) if name else None
+        if path:
+            for p in {path, os.path.realpath(path)}:  # /opt/gcc/bin/gcc -> /opt/gcc (bin/, lib/, libexec/ inside)
+                out.append(os.path.dirname(os.path.dirname(p)))
+    return out
 
 
 def select_dirs(dirs: list, package: str) -> tuple:
