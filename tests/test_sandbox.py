@@ -437,6 +437,18 @@ def test_which_python_folders_are_bound(tmp_path):
     assert got == (str(checkout / ".venv"), str(checkout / "gpucourse"))
 
 
+def test_the_private_tmp_is_mounted_before_what_is_bound_on_top_of_it(tmp_path):
+    """A CI clone in /tmp (its .venv and package under /tmp): mounted after them, the private /tmp hid the
+    interpreter ("bwrap: execvp /tmp/.../.venv/bin/python: No such file or directory" in a fresh clone's CI)."""
+    iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True)
+    cmd = sandbox.command(iso, ["python"], str(tmp_path / "w"), None, False)
+    tmp_at = [i for i in range(len(cmd) - 2) if cmd[i] == "--bind" and cmd[i + 2] == "/tmp"]
+    ro_at = [i for i in range(len(cmd)) if cmd[i] == "--ro-bind"]
+    assert len(tmp_at) == 1 and ro_at
+    python_binds = [i for i in ro_at if cmd[i + 1] in sandbox._python_dirs()]
+    assert python_binds and tmp_at[0] < min(python_binds)
+
+
 def test_a_compiler_outside_usr_is_bound(monkeypatch, tmp_path):
     """Triton builds its launcher with $CC (else gcc): on the H100 machine that is /opt/gcc/bin/gcc, and without its
     prefix bound every Triton submission failed inside the sandbox with "No such file or directory: gcc"."""

@@ -179,6 +179,9 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
         if iso.disable_userns:
             cmd += ["--disable-userns"]
     cmd += _system_binds()
+    # The private /tmp first: a checkout or virtual environment that lives under /tmp (a CI clone) is bound on top
+    # of it below; mounted after them, /tmp would hide the interpreter itself.
+    cmd += ["--bind", tmp, INSIDE_TMP]
     masks = _masks()
     for path in masks:
         cmd += ["--tmpfs", path]
@@ -189,7 +192,6 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
         cmd += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     if gpu:
         cmd += _gpu_binds()
-    cmd += ["--bind", tmp, INSIDE_TMP]
     if submission is not None:
         cmd += ["--ro-bind", os.path.abspath(submission), inside_path(submission)]
     for path in masks:
