@@ -37,6 +37,22 @@ _CELL_MAGICS_RUN_BODY = ("%%time", "%%timeit", "%%capture", "%%prun")
 _LINE_SKIP = re.compile(r"^(\s*)(?:[%!]|\w+\s*=\s*[%!])")
 
 
+def _continues_a_statement(code: str) -> bool:
+    """Whether the next line of ``code`` continues its last statement: an open bracket, a backslash, an unfinished
+    triple-quoted string. Python's tokenizer says so by running out of input inside the statement."""
+    import io
+    import tokenize
+
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(code).readline):
+            pass
+    except tokenize.TokenError:
+        return True
+    except SyntaxError:  # code the fallback cannot read: the line is taken for a magic, as before
+        return False
+    return False
+
+
 def notebook_source(path: str) -> str:
     """The code cells of a notebook as one Python program, turned into Python the way IPython does it
     (``IPython.core.inputtransformer2``): magics and shell lines become ``get_ipython()`` calls, which the worker
@@ -63,7 +79,10 @@ def notebook_source(path: str) -> str:
         out = []
         for line in lines:
             m = _LINE_SKIP.match(line)
-            out.append(f"{m.group(1)}pass  # skipped: {line.strip()}" if m else line)
+            # A `%` or `!` line that continues an open expression (a string format wrapped by a formatter, an
+            # operator in brackets) is code, as IPython reads it; only a line that starts a statement is a magic.
+            magic = m is not None and not _continues_a_statement("\n".join(out) + "\n")
+            out.append(f"{m.group(1)}pass  # skipped: {line.strip()}" if magic else line)
         parts.append(f"# cell {i}\n" + "\n".join(out) + "\n")
     return "\n".join(parts)
 
