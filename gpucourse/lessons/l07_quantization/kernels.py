@@ -70,9 +70,9 @@ def gemv_bytes(m: int, n: int, k: int, weight: str, group_size: int = 128) -> in
 
 
 if triton is not None:
-    # int -> float without the conversion instruction. An H100 SM issues int-to-float conversions at a quarter of
-    # its FP32 add rate (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table: 16 against 64 per
-    # clock per SM for compute capability 9.0). OR a non-negative integer u < 2**23 into the mantissa of the float
+    # int -> float without the conversion instruction. An H100 SM converts integers to floats at 16 results per
+    # clock (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table, compute capability 9.0) against
+    # 128 FP32 adds or multiply-adds. OR a non-negative integer u < 2**23 into the mantissa of the float
     # 2**23 (bits 0x4B000000) and the float's value is 2**23 + u: one logic op, and one subtraction removes the
     # 2**23 and the offset that made u non-negative. Exact for every int8 and int4 value.
     @triton.jit
