@@ -209,8 +209,18 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
     assert not {"triton05_matmul", "triton05_softmax", "triton05_vector_add"} & set(benched)
     doc = json.loads(results.read_text())
     assert doc["suite"] == {"notebooks_ok": True, "notebook_seconds": {"notebooks/05_triton.ipynb": 2.0},
-                            "tests_passed": False}
+                            "notebooks_over_budget": {}, "tests_passed": False}
     assert set(doc["results"]) == set(benched)
+
+    # A later run of another notebook keeps the first one's seconds; one over the budget fails the suite.
+    monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved: (True, [], {pattern: 181.0}))
+    monkeypatch.setattr(suite, "run_tests", lambda tag, args: (True, []))
+    assert suite.main(["--notebooks", "notebooks/03_memory_hierarchy.ipynb", "--skip-benchmarks"]) == 1
+    doc = json.loads(results.read_text())
+    assert doc["suite"]["notebook_seconds"] == {"notebooks/05_triton.ipynb": 2.0,
+                                                "notebooks/03_memory_hierarchy.ipynb": 181.0}
+    assert doc["suite"]["notebooks_ok"] is False
+    assert doc["suite"]["notebooks_over_budget"] == {"notebooks/03_memory_hierarchy.ipynb": 181.0}
 
 
 REAL_PYTHON = sys.executable
