@@ -72,8 +72,16 @@ RECORD_CALL = re.compile(r"""record\(\s*["'](\w+)["']""")
 
 def _strip_paths(nb) -> None:
     """Committed outputs must not hold this machine's paths (printed text, warnings, tracebacks of errors)."""
+    # Folders on $PYTHONPATH hold packages too (the GPU machine's carried wheels are installed into one); a child
+    # process's warnings print them.
+    extra = [d.rstrip("/") for d in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if os.path.isabs(d) and os.path.realpath(d) != str(ROOT)]
+
     def clean(text: str) -> str:
-        return SITE_PACKAGES.sub("<site-packages>/", text).replace(str(ROOT), "<repo>")
+        text = SITE_PACKAGES.sub("<site-packages>/", text)
+        for d in extra:
+            text = text.replace(d + "/", "<site-packages>/")
+        return text.replace(str(ROOT), "<repo>")
 
     for cell in nb.cells:
         for output in cell.get("outputs", []):

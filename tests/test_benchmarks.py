@@ -165,17 +165,19 @@ def _gpu_suite():
     return module
 
 
-def test_gpu_suite_strips_machine_paths_from_text_and_tracebacks():
+def test_gpu_suite_strips_machine_paths_from_text_and_tracebacks(monkeypatch):
     import nbformat
 
     suite = _gpu_suite()
-    where = f"{suite.ROOT}/gpucourse/x.py and /home/me/.venv/lib/python3.11/site-packages/torch/y.py"
+    monkeypatch.setenv("PYTHONPATH", f"/tmp/site:{suite.ROOT}")  # packages installed into a PYTHONPATH folder
+    where = (f"{suite.ROOT}/gpucourse/x.py and /home/me/.venv/lib/python3.11/site-packages/torch/y.py and "
+             f"/tmp/site/torchao/z.py")
     cell = nbformat.v4.new_code_cell("1 / 0", outputs=[
         nbformat.v4.new_output("stream", name="stderr", text=where),
         nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="", traceback=["Traceback", where])])
     nb = nbformat.v4.new_notebook(cells=[cell])
     suite._strip_paths(nb)
-    clean = "<repo>/gpucourse/x.py and <site-packages>/torch/y.py"
+    clean = "<repo>/gpucourse/x.py and <site-packages>/torch/y.py and <site-packages>/torchao/z.py"
     assert cell.outputs[0]["text"] == clean
     assert cell.outputs[1]["traceback"] == ["Traceback", clean]
 
