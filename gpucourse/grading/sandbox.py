@@ -219,7 +219,8 @@ def _system_binds() -> list:
 def _python_dirs() -> tuple:
     """What a worker needs of Python and the course, read-only: the interpreter's prefixes, its site-packages, the
     folders holding the packages a worker imports, the course package itself (only it: in a checkout its parent
-    also holds solutions/ and tests/), and CUDA's toolkit and libraries where they are outside /usr."""
+    also holds solutions/ and tests/), the libraries on $LD_LIBRARY_PATH and the build tools (toolchain_dirs),
+    where they are outside /usr."""
     import site
 
     import gpucourse
@@ -238,25 +239,25 @@ def _python_dirs() -> tuple:
         if spec is not None and spec.origin:
             dirs.append(os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations
                         else os.path.dirname(spec.origin))
-    dirs += [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
-    try:
-        from .. import cuda_build
-
-        nvcc = cuda_build.nvcc_path()
-        if nvcc:
-            dirs.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
-    except Exception:  # no toolkit: nothing to bind
-        pass
     dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     dirs += toolchain_dirs()
     return select_dirs(dirs, os.path.dirname(os.path.abspath(gpucourse.__file__)))
 
 
 def toolchain_dirs() -> list:
-    """The prefixes of the build tools a worker runs: Triton compiles its launcher with ``$CC``, else gcc, else
-    clang; ``torch.utils.cpp_extension`` calls c++ and ninja. A tool installed outside /usr (the H100 machine's gcc
-    is /opt/gcc/bin/gcc) must be bound, or every Triton kernel fails to build inside the sandbox."""
-    out = []
+    """The prefixes of the build tools a worker runs: the CUDA toolkit (nvcc, for CUDA exercises); Triton compiles
+    its launcher with ``$CC``, else gcc, else clang; ``torch.utils.cpp_extension`` calls c++ and ninja. A tool
+    installed outside /usr (the H100 machine's gcc is /opt/gcc/bin/gcc) must be bound, or every Triton kernel fails
+    to build inside the sandbox."""
+    out = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
+    try:
+        from .. import cuda_build
+
+        nvcc = cuda_build.nvcc_path()
+        if nvcc:  # the CUDA toolkit's prefix (bin/nvcc, include/, lib64/)
+            out.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    except Exception:  # no toolkit: nothing to bind
+        pass
     for name in (os.environ.get("CC"), os.environ.get("CXX"), "cc", "gcc", "clang", "c++", "g++", "ninja"):
         path = shutil.which(name) if name else None
         if path:
