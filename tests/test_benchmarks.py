@@ -260,3 +260,27 @@ def test_run_in_child_survives_a_crash_and_a_hang(tmp_path, monkeypatch):
         benchmarks.run_in_child("quant07_gemv", timeout_s=60)
     with pytest.raises(KeyError, match="unknown benchmark"):
         benchmarks.run_in_child("no_such_benchmark")
+
+
+def test_merge_results_moves_only_the_named_entries_and_refuses_missing_ones(tmp_path):
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = {"results": {"a": {"v": 1}, "b": {"v": 2}}, "environment": {"gpu": "new"},
+           "suite": {"notebook_seconds": {"n1": 10.0, "n2": 300.0}, "notebooks_ok": {"n1": True, "n2": False},
+                     "notebooks_over_budget": ["n2"]}}
+    dst = {"results": {"a": {"v": 0}, "c": {"v": 3}}, "environment": {"gpu": "old"},
+           "suite": {"notebook_seconds": {"n0": 5.0, "n2": 100.0}, "notebooks_over_budget": ["n0"]}}
+    (tmp_path / "src.json").write_text(json.dumps(src))
+    (tmp_path / "dst.json").write_text(json.dumps(dst))
+    cmd = [sys.executable, os.path.join(root, "benchmarks", "merge_results.py"), str(tmp_path / "src.json"),
+           "--into", str(tmp_path / "dst.json")]
+    subprocess.run(cmd + ["--results", "b", "--notebooks", "n2"], check=True, capture_output=True)
+    out = json.loads((tmp_path / "dst.json").read_text())
+    assert out["results"] == {"a": {"v": 0}, "b": {"v": 2}, "c": {"v": 3}}
+    assert out["suite"]["notebook_seconds"] == {"n0": 5.0, "n2": 300.0}
+    assert out["suite"]["notebooks_over_budget"] == ["n0", "n2"]
+    assert out["environment"] == {"gpu": "new"}
+    bad = subprocess.run(cmd + ["--results", "zzz"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "'zzz' is not among the source's results" in bad.stderr
+    assert json.loads((tmp_path / "dst.json").read_text()) == out  # a refused merge writes nothing
