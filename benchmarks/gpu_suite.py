@@ -11,12 +11,19 @@ Steps, in this order (cheapest and most important first, so a run cut short keep
                                               exercises are only run)
 4. the grader on tests/submissions/<id>   -> benchmarks/results/<gpu>-grade-<id>.json (only with --grade)
 5. the test suite, `gpu` tests included    -> benchmarks/results/<gpu>-pytest.txt
-6. the run's summary (notebooks_ok, notebook_seconds, notebooks_over_budget, tests_passed) -> "suite" in
-   benchmarks/results/<gpu>.json; a notebook whose Restart & Run All takes over NOTEBOOK_BUDGET_S (3 minutes) fails
-   the suite, and the seconds of notebooks this run did not execute are kept from earlier runs
+6. the run's summary (notebooks_ok, notebook_seconds, notebook_status, notebooks_over_budget, tests_passed,
+   unit_seconds, last_part) -> "suite" in benchmarks/results/<gpu>.json; a notebook whose Restart & Run All takes
+   over NOTEBOOK_BUDGET_S (3 minutes) fails the suite, and the figures of notebooks this run did not execute are
+   kept from earlier runs
+
+In pieces: ``--part K/N`` runs the K-th of N parts of the selected steps, dealt so that the parts take about the same
+time by the durations earlier runs recorded (``--list`` prints a part's steps without running them). Each finished
+step is written to ``benchmarks/results/.<gpu>-progress.json`` at once; ``--resume`` skips the steps that a cut-short
+run of the same selection and part finished.
 
 Usage: python benchmarks/gpu_suite.py [--skip-benchmarks] [--skip-notebooks] [--skip-tests] [--bench NAME ...]
-           [--notebooks GLOB ...] [--grade EXERCISE ...] [--pytest-args ARGS] [--archive PATH]
+           [--notebooks GLOB ...] [--grade EXERCISE ...] [--pytest-args ARGS] [--part K/N] [--resume] [--list]
+           [--archive PATH]
 ``--archive`` also packs every file the suite wrote into one .tar.gz (handy when the GPU machine is remote).
 Exit status: non-zero if the tests failed, a notebook raised, a submission was misgraded or a benchmark errored.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import glob
 import io
+import json
 import os
 import re
 import subprocess
@@ -181,6 +189,29 @@ def run_benchmarks(tag: str, names: list, saved=lambda: None) -> tuple:
     return ok, [path]
 
 
+UNIT_DEFAULT_S = {"doctor": 20, "bench": 30, "notebook": 60, "grade": 40, "tests": 400}
+
+
+def split_parts(units: list, n: int, seconds: dict) -> list:
+    """Deal ``units`` into ``n`` parts of about equal expected time (longest first, each to the lightest part),
+    keeping each part's units in their original order. ``seconds`` holds known durations by unit key."""
+    est = {u: seconds.get(u, UNIT_DEFAULT_S[u.split(":", 1)[0]]) for u in units}
+    parts, load = [[] for _ in range(n)], [0.0] * n
+    for u in sorted(units, key=lambda u: -est[u]):
+        i = load.index(min(load))
+        parts[i].append(u)
+        load[i] += est[u]
+    order = {u: i for i, u in enumerate(units)}
+    return [sorted(p, key=order.get) for p in parts]
+
+
+def parse_part(text: str) -> tuple:
+    m = re.fullmatch(r"(\d+)/(\d+)", text or "")
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise argparse.ArgumentTypeError(f"--part takes K/N with 1 <= K <= N (e.g. 2/3), not {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-tests", action="store_true", help="do not run pytest")
@@ -194,6 +225,14 @@ def main(argv=None) -> int:
                          "left to them")
     ap.add_argument("--pytest-args", default="tests", help="arguments for pytest (default: 'tests', everything)")
     ap.add_argument("--grade", nargs="*", default=[], help="exercises whose tests/submissions/<id> to grade")
+    ap.add_argument("--part", type=parse_part, default=(1, 1), metavar="K/N",
+                    help="run only the K-th of N parts of the selected work, balanced by earlier timings (e.g. "
+                         "run 1/3, 2/3, 3/3 in three sittings)")
+    ap.add_argument("--resume", action="store_true",
+                    help="skip the steps an earlier run of the same selection finished (see the progress file)")
+    ap.add_argument("--list", action="store_true", help="print the steps this selection and part would run, and stop")
+    ap.add_argument("--tag", help="results file name (default: this GPU's, e.g. h100); with --list on a machine "
+                                  "without that GPU, the earlier timings that balance the parts come from it")
     ap.add_argument("--archive", help="also write every produced file into this .tar.gz (refreshed after each step)")
     args = ap.parse_args(argv)
 
@@ -201,13 +240,54 @@ def main(argv=None) -> int:
     import gpucourse
     from gpucourse import benchmarks
 
-    if not gpucourse.on_gpu():
+    if not gpucourse.on_gpu() and not args.list:
         print("The GPU suite needs a CUDA GPU; this machine runs in CPU mode. Use `make test` here.")
         return 2
     RESULTS.mkdir(parents=True, exist_ok=True)
-    tag = slug()
+    tag = args.tag or slug()
     results = RESULTS / f"{tag}.json"
-    files, ok, extra = [], True, {}
+    earlier_suite = benchmarks._read_results(str(results)).get("suite", {})
+
+    # The work, as units in the order they run (cheapest and most important first), then this part of it.
+    nb_paths = [] if args.skip_notebooks else [os.path.relpath(p, ROOT) for p in notebook_paths(args.notebooks)]
+    units = ["doctor:"]
+    if not args.skip_benchmarks:
+        names = args.bench or list(benchmarks.registry())
+        # Lessons that measure a registered benchmark in their own cells hand it to gpucourse.benchmarks.record,
+        # which merges it into the results file: one measurement for the lesson's outputs and the committed JSON.
+        in_notebooks = recorded_by([str(ROOT / p) for p in nb_paths])
+        left = sorted(n for n in names if n in in_notebooks)
+        if left:
+            print("measured by the selected notebooks, not as benchmarks: " + ", ".join(left))
+        units += [f"bench:{n}" for n in names if n not in in_notebooks]
+    units += [f"notebook:{p}" for p in nb_paths] + [f"grade:{e}" for e in args.grade]
+    if not args.skip_tests:
+        units.append("tests:" + args.pytest_args)
+    known = {f"notebook:{nb}": s for nb, s in earlier_suite.get("notebook_seconds", {}).items()}
+    known.update(earlier_suite.get("unit_seconds", {}))
+    k, n = args.part
+    mine = split_parts(units, n, known)[k - 1]
+
+    progress_path = RESULTS / f".{tag}-progress.json"
+    selection = {"units": units, "part": f"{k}/{n}"}
+    progress = {"selection": selection, "done": {}}
+    if args.resume and progress_path.exists():
+        old = json.loads(progress_path.read_text())
+        if old.get("selection") == selection:
+            progress = old
+        else:
+            print("--resume: the progress file is for another selection or part; starting over")
+    skipped = [u for u in mine if u in progress["done"]]
+    todo = [u for u in mine if u not in progress["done"]]
+    print(f"part {k}/{n}: {len(mine)} of {len(units)} steps" + (f", {len(skipped)} done earlier" if skipped else ""))
+    for u in mine:
+        print(("  done  " if u in skipped else "  run   ") + u)
+    if args.list:
+        return 0
+
+    files, ok, extra = [progress_path], True, {}
+    for u in skipped:
+        ok &= progress["done"][u]["ok"]
 
     def archive():
         if not args.archive:
@@ -218,68 +298,68 @@ def main(argv=None) -> int:
                     tar.add(f, arcname=os.path.relpath(f, ROOT))
             tar.addfile(tarfile.TarInfo("SUITE_OK" if ok else "SUITE_FAILED"), io.BytesIO(b""))
 
-    # Cheapest and most important first, refreshing the archive after each step, so a run cut short keeps the rest.
-    files += run_doctor(tag)
-    archive()
-    if not args.skip_benchmarks:
-        names = args.bench or list(benchmarks.registry())
-        if not args.skip_notebooks:
-            # Lessons that measure a registered benchmark in their own cells hand it to gpucourse.benchmarks.record,
-            # which merges it into the results file: one measurement for the lesson's outputs and the committed
-            # JSON. Measuring it here as well would only be overwritten.
-            in_notebooks = recorded_by(notebook_paths(args.notebooks))
-            left = sorted(n for n in names if n in in_notebooks)
-            if left:
-                print("measured by the notebooks that run next, not here: " + ", ".join(left))
-            names = [n for n in names if n not in in_notebooks]
-        if names:
-            files.append(results)
-            b_ok, f = run_benchmarks(tag, names, saved=archive)
-            ok &= b_ok
-            archive()
-    if not args.skip_notebooks:
-        os.environ["GPUCOURSE_RECORD"] = str(results)
-        if results not in files:
-            files.append(results)
-        nb_ok, all_timings = True, {}
-
-        def keep(path):
-            if path not in files:
-                files.append(path)
-            archive()
-
-        for g in args.notebooks:
-            good, f, timings = run_notebooks(g, saved=keep)
-            nb_ok &= good
-            all_timings.update(timings)
-            archive()
-        over = {nb: sec for nb, sec in all_timings.items() if sec > NOTEBOOK_BUDGET_S}
-        for nb, sec in over.items():
-            print(f"  {nb}: {sec} s, over the {NOTEBOOK_BUDGET_S} s budget for a notebook's Restart & Run All")
-        nb_ok &= not over
-        ok &= nb_ok
-        # Seconds of notebooks this run did not execute stay as an earlier run recorded them (a run of one lesson
-        # must not erase the others'); this run's figures replace their own.
-        earlier = benchmarks._read_results(str(results)).get("suite", {}).get("notebook_seconds", {})
-        extra["notebooks_ok"] = nb_ok
-        extra["notebook_seconds"] = {**earlier, **all_timings}
-        extra["notebooks_over_budget"] = over
-    for exercise in args.grade:
-        g_ok, f = run_grader(tag, exercise)
-        ok &= g_ok
-        files += f
+    def finished(unit, good, seconds, **info):
+        progress["done"][unit] = {"ok": bool(good), "seconds": round(seconds, 1), **info}
+        progress_path.write_text(json.dumps(progress, indent=1))
         archive()
-    if not args.skip_tests:
-        tests_ok, f = run_tests(tag, args.pytest_args.split())
-        ok &= tests_ok
-        files += f
-        extra["tests_passed"] = tests_ok
-    if extra or results in files:  # the run's summary, written once it is known
-        benchmarks.set_fields(str(results), suite=extra)
-        if results not in files:
-            files.append(results)
+
+    def keep(path):
+        if path not in files:
+            files.append(path)
+        archive()
+
+    os.environ["GPUCOURSE_RECORD"] = str(results)  # notebooks record their benchmarks into the results file
+    for unit in todo:
+        kind, name = unit.split(":", 1)
+        t = time.perf_counter()
+        info = {}
+        if kind == "doctor":
+            good, f = True, run_doctor(tag)
+        elif kind == "bench":
+            good, f = run_benchmarks(tag, [name], saved=archive)
+        elif kind == "notebook":
+            good, f, timings = run_notebooks(name, saved=keep)
+            info["notebook_seconds"] = timings.get(name, round(time.perf_counter() - t, 1))
+        elif kind == "grade":
+            good, f = run_grader(tag, name)
+        else:
+            good, f = run_tests(tag, name.split())
+            extra["tests_passed"] = good
+        for path in f:
+            keep(path)
+        ok &= good
+        finished(unit, good, time.perf_counter() - t, **info)
+
+    # The run's summary. Seconds and status of notebooks this run did not execute stay as an earlier run recorded
+    # them (a run of one lesson must not erase the others'); this run's figures (and earlier parts', on --resume)
+    # replace their own.
+    done_nbs = {u.split(":", 1)[1]: d for u, d in progress["done"].items() if u.startswith("notebook:")}
+    if done_nbs:
+        seconds = {**earlier_suite.get("notebook_seconds", {}),
+                   **{nb: d["notebook_seconds"] for nb, d in done_nbs.items()}}
+        status = {**earlier_suite.get("notebook_status", {}),
+                  **{nb: "ok" if d["ok"] else "failed" for nb, d in done_nbs.items()}}
+        over = {nb: sec for nb, sec in seconds.items() if sec > NOTEBOOK_BUDGET_S}
+        for nb in over:
+            if nb in done_nbs:
+                print(f"  {nb}: {over[nb]} s, over the {NOTEBOOK_BUDGET_S} s budget for a notebook's Restart & Run All")
+                ok = False
+        extra["notebooks_ok"] = all(d["ok"] and nb not in over for nb, d in done_nbs.items())
+        extra["notebook_seconds"] = seconds
+        extra["notebook_status"] = status
+        extra["notebooks_over_budget"] = over
+    if extra:
+        unit_seconds = {**earlier_suite.get("unit_seconds", {}),
+                        **{u: d["seconds"] for u, d in progress["done"].items()
+                           if not u.startswith("notebook:")}}
+        extra["unit_seconds"] = unit_seconds
+        extra["last_part"] = f"{k}/{n}"
+        if "tests_passed" not in extra and "tests_passed" in earlier_suite:
+            extra["tests_passed"] = earlier_suite["tests_passed"]
+        benchmarks.set_fields(str(results), suite={**earlier_suite, **extra})
+        keep(results)
     archive()
-    print("\nGPU suite:", "OK" if ok else "FAILED")
+    print("\nGPU suite" + (f" part {k}/{n}" if n > 1 else "") + ":", "OK" if ok else "FAILED")
     return 0 if ok else 1
 
 

@@ -2,7 +2,7 @@
 """Merge a results file produced on a GPU machine (e.g. from a gpu_suite ``--archive``) into the committed one.
 
 Only what is named moves: whole benchmark entries (``--results NAME ...``) and the suite's per-notebook fields
-(``--notebooks PATH ...``: their seconds, ok flag and over-budget mark). Everything else in the committed file
+(``--notebooks PATH ...``: their seconds and status; the over-budget list and ok flag are recomputed). Everything else in the committed file
 stays, so runs of different lessons on the same GPU can be merged one after the other. The write holds a lock
 (several people or agents may merge at once) and is atomic.
 
@@ -23,6 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from gpucourse import benchmarks  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from gpu_suite import NOTEBOOK_BUDGET_S  # noqa: E402
+
 
 def merge(src: dict, dst: dict, results: list, notebooks: list) -> list:
     """Copy the named entries of ``src`` into ``dst`` in place; return what was copied (names missing from
@@ -39,14 +42,14 @@ def merge(src: dict, dst: dict, results: list, notebooks: list) -> list:
         if nb not in seconds:
             raise KeyError(f"{nb!r} has no notebook_seconds in the source: {sorted(seconds)}")
         d_suite.setdefault("notebook_seconds", {})[nb] = seconds[nb]
-        ok = d_suite.setdefault("notebooks_ok", {})
-        if isinstance(s_suite.get("notebooks_ok"), dict) and nb in s_suite["notebooks_ok"]:
-            ok[nb] = s_suite["notebooks_ok"][nb]
-        over = [o for o in d_suite.get("notebooks_over_budget", []) if o != nb]
-        if nb in s_suite.get("notebooks_over_budget", []):
-            over.append(nb)
-        d_suite["notebooks_over_budget"] = sorted(over)
+        if nb in s_suite.get("notebook_status", {}):
+            d_suite.setdefault("notebook_status", {})[nb] = s_suite["notebook_status"][nb]
         moved.append(nb)
+    if notebooks:  # the summary follows the merged figures
+        seconds = d_suite["notebook_seconds"]
+        d_suite["notebooks_over_budget"] = {nb: s for nb, s in seconds.items() if s > NOTEBOOK_BUDGET_S}
+        d_suite["notebooks_ok"] = (not d_suite["notebooks_over_budget"] and
+                                   all(v == "ok" for v in d_suite.get("notebook_status", {}).values()))
     if moved and src.get("environment"):
         dst["environment"] = src["environment"]
     return moved

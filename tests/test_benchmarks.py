@@ -210,8 +210,11 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
     assert {"ceilings", "cuda04_ladder"} <= set(benched)
     assert not {"triton05_matmul", "triton05_softmax", "triton05_vector_add"} & set(benched)
     doc = json.loads(results.read_text())
-    assert doc["suite"] == {"notebooks_ok": True, "notebook_seconds": {"notebooks/05_triton.ipynb": 2.0},
-                            "notebooks_over_budget": {}, "tests_passed": False}
+    suite_doc = {k: v for k, v in doc["suite"].items() if k != "unit_seconds"}
+    assert suite_doc == {"notebooks_ok": True, "notebook_seconds": {"notebooks/05_triton.ipynb": 2.0},
+                         "notebook_status": {"notebooks/05_triton.ipynb": "ok"}, "notebooks_over_budget": {},
+                         "tests_passed": False, "last_part": "1/1"}
+    assert set(doc["suite"]["unit_seconds"]) == {"doctor:", "tests:tests"} | {f"bench:{b}" for b in benched}
     assert set(doc["results"]) == set(benched)
 
     # A later run of another notebook keeps the first one's seconds; one over the budget fails the suite.
@@ -223,6 +226,75 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
                                                 "notebooks/03_memory_hierarchy.ipynb": 181.0}
     assert doc["suite"]["notebooks_ok"] is False
     assert doc["suite"]["notebooks_over_budget"] == {"notebooks/03_memory_hierarchy.ipynb": 181.0}
+
+
+def _fake_suite(suite, tmp_path, monkeypatch, ran, fail=()):
+    """The suite with every step replaced by one that records its name (and fails those in ``fail``)."""
+    import gpucourse
+
+    monkeypatch.setattr(gpucourse, "on_gpu", lambda: True)
+    monkeypatch.setattr(benchmarks.env, "versions", lambda: {"torch": "x", "mode": "gpu"})
+    monkeypatch.delenv("GPUCOURSE_RECORD", raising=False)
+    monkeypatch.setattr(suite, "RESULTS", tmp_path)
+    monkeypatch.setattr(suite, "slug", lambda: "fake")
+
+    def step(unit, result):
+        ran.append(unit)
+        if unit in fail:
+            raise KeyboardInterrupt(unit)  # the machine taken away in the middle of a step
+        return result
+
+    monkeypatch.setattr(suite, "run_doctor", lambda tag: step("doctor:", []))
+    monkeypatch.setattr(suite, "run_benchmarks", lambda tag, names, saved=lambda: None:
+                        step("bench:" + names[0], (True, [])))
+    monkeypatch.setattr(suite, "run_notebooks", lambda p, saved: step("notebook:" + p, (True, [], {p: 50.0})))
+    monkeypatch.setattr(suite, "run_grader", lambda tag, ex: step("grade:" + ex, (True, [])))
+    monkeypatch.setattr(suite, "run_tests", lambda tag, args: step("tests:" + " ".join(args), (True, [])))
+
+
+def test_gpu_suite_parts_cover_every_step_once_and_resume_skips_what_a_cut_run_finished(tmp_path, monkeypatch):
+    suite = _gpu_suite()
+    selection = ["--notebooks", "notebooks/0[0-4]_*.ipynb", "--bench", "ceilings", "cuda04_sum_many",
+                 "--grade", "vector_add", "softmax"]
+    everything = []
+    _fake_suite(suite, tmp_path, monkeypatch, everything)
+    assert suite.main(selection) == 0
+    assert len(everything) == len(set(everything)) == 1 + 1 + 5 + 2 + 1  # doctor, bench, notebooks, grades, tests
+    assert "bench:cuda04_sum_many" not in everything  # lesson 04's notebook records it
+
+    parts = []
+    for k in (1, 2, 3):
+        ran = []
+        _fake_suite(suite, tmp_path, monkeypatch, ran)
+        assert suite.main(selection + ["--part", f"{k}/3"]) == 0
+        parts.append(ran)
+    assert sorted(sum(parts, [])) == sorted(everything)  # every step in exactly one part
+    assert all(parts), parts
+    # balanced by recorded time: the tests (400 s by default) share no part with much else
+    assert ["tests:tests"] in parts or max(len(p) for p in parts) - min(len(p) for p in parts) <= 8
+
+    # A run cut short in its third step; --resume runs only what it had not finished.
+    first = []
+    _fake_suite(suite, tmp_path, monkeypatch, first, fail={everything[2]})
+    with pytest.raises(KeyboardInterrupt):
+        suite.main(selection)
+    assert first == everything[:3]
+    again = []
+    _fake_suite(suite, tmp_path, monkeypatch, again)
+    assert suite.main(selection + ["--resume"]) == 0
+    assert again == everything[2:]
+    # a resume of another selection starts over
+    other = []
+    _fake_suite(suite, tmp_path, monkeypatch, other)
+    assert suite.main(selection[:-1] + ["--resume"]) == 0
+    assert len(other) == len(everything) - 1
+
+
+def test_gpu_suite_refuses_a_bad_part():
+    suite = _gpu_suite()
+    for bad in ("0/3", "4/3", "2", "a/b"):
+        with pytest.raises(SystemExit):
+            suite.main(["--part", bad, "--list"])
 
 
 REAL_PYTHON = sys.executable
@@ -267,10 +339,10 @@ def test_merge_results_moves_only_the_named_entries_and_refuses_missing_ones(tmp
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     src = {"results": {"a": {"v": 1}, "b": {"v": 2}}, "environment": {"gpu": "new"},
-           "suite": {"notebook_seconds": {"n1": 10.0, "n2": 300.0}, "notebooks_ok": {"n1": True, "n2": False},
-                     "notebooks_over_budget": ["n2"]}}
+           "suite": {"notebook_seconds": {"n1": 10.0, "n2": 300.0}, "notebook_status": {"n1": "ok", "n2": "ok"}}}
     dst = {"results": {"a": {"v": 0}, "c": {"v": 3}}, "environment": {"gpu": "old"},
-           "suite": {"notebook_seconds": {"n0": 5.0, "n2": 100.0}, "notebooks_over_budget": ["n0"]}}
+           "suite": {"notebook_seconds": {"n0": 5.0, "n2": 100.0}, "notebook_status": {"n0": "ok", "n2": "failed"},
+                     "notebooks_over_budget": {}, "notebooks_ok": False}}
     (tmp_path / "src.json").write_text(json.dumps(src))
     (tmp_path / "dst.json").write_text(json.dumps(dst))
     cmd = [sys.executable, os.path.join(root, "benchmarks", "merge_results.py"), str(tmp_path / "src.json"),
@@ -279,7 +351,8 @@ def test_merge_results_moves_only_the_named_entries_and_refuses_missing_ones(tmp
     out = json.loads((tmp_path / "dst.json").read_text())
     assert out["results"] == {"a": {"v": 0}, "b": {"v": 2}, "c": {"v": 3}}
     assert out["suite"]["notebook_seconds"] == {"n0": 5.0, "n2": 300.0}
-    assert out["suite"]["notebooks_over_budget"] == ["n0", "n2"]
+    assert out["suite"]["notebook_status"] == {"n0": "ok", "n2": "ok"}
+    assert out["suite"]["notebooks_over_budget"] == {"n2": 300.0} and out["suite"]["notebooks_ok"] is False
     assert out["environment"] == {"gpu": "new"}
     bad = subprocess.run(cmd + ["--results", "zzz"], capture_output=True, text=True)
     assert bad.returncode != 0 and "'zzz' is not among the source's results" in bad.stderr

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Nsight Compute view of the M = 1 quantized GEMVs (issue #15): what bounds them at ~27 µs whatever their bytes.
+Runs each kernel a few times on 8192 x 8192 (bf16 F.linear, the lesson's int8 and int4 kernels, the word-wise int4
+kernel of explore_quant_words.py) so `ncu` can profile the last call of each:
+
+  ncu --set full -k regex:'w8a16|w4a16|words|gemv|gemm|sm90' --launch-skip 2 --launch-count 1 ... \
+      python3 benchmarks/profile_quant07.py
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import explore_quant_words as e  # noqa: E402
+from gpucourse.lessons.l07_quantization import kernels, packing, quant  # noqa: E402
+
+n = k = 8192
+torch.manual_seed(0)
+w = torch.randn(n, k, device="cuda").to(torch.bfloat16)
+x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+q8, s8 = quant.quantize(w, 8, "channel")
+q4, s4 = quant.quantize(w, 4, "group", 128)
+p4 = packing.pack_int4(q4)
+which = sys.argv[1:] or ["bf16", "i8", "i4", "words"]
+for _ in range(3):
+    if "bf16" in which:
+        F.linear(x, w)
+    if "i8" in which:
+        kernels.w8a16_gemv(x, q8, s8)
+    if "i4" in which:
+        kernels.w4a16_gemv(x, p4, s4, 128)
+    if "words" in which:
+        e.run_words(x, p4.view(torch.int32), s4, 4, 16, 4, 16, 4, 3, 1, False)
+torch.cuda.synchronize()
