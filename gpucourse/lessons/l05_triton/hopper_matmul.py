@@ -1,11 +1,13 @@
-"""Lesson 05's Hopper matmul: the workbook's tiled kernel rewritten for the H100's copy engine and a persistent grid.
+"""Lesson 05's Hopper matmul: the workbook's tiled kernel rewritten for the H100's Tensor Memory Accelerator
+(TMA) and a persistent grid.
 
 Two changes from the workbook's ``matmul_kernel`` (``solutions/05_triton.ipynb``), both for GPUs of compute
 capability 9.0 and newer (H100, H200, Blackwell):
 
 * **Tensor descriptors.** ``tl.make_tensor_descriptor`` describes a whole matrix (base, shape, strides) and the tile
-  to move; ``desc.load([row, col])`` then fetches a tile with the Tensor Memory Accelerator (TMA), a copy engine on
-  each SM that moves a tile into shared memory without the threads computing one address per element. It fills
+  to move; ``desc.load([row, col])`` then fetches a tile with the Tensor Memory Accelerator (TMA), a unit inside
+  each SM that moves a tile between global and shared memory without the threads computing one address per element
+  (not a "copy engine": that name belongs to the DMA engines that copy between host and device, lesson 02). It fills
   rows and columns past the matrix's edge with zeros and drops stores past it, so no masks are needed.
 * **A persistent grid.** One program per SM instead of one per tile: each program walks the tiles ``pid``,
   ``pid + #SMs``, ... With the loops flattened (``tl.range(..., flatten=True)``), Triton's pipeliner starts loading
@@ -111,10 +113,10 @@ def unsupported(a, b=None) -> str | None:
             return (f"{name} must be a contiguous row-major 2-D tensor (got shape {tuple(t.shape)}, "
                     f"strides {t.stride()})")
         if (t.shape[1] * t.element_size()) % 16:
-            return (f"{name}'s rows must start on 16-byte boundaries for the copy engine: {name}.shape[1] = "
+            return (f"{name}'s rows must start on 16-byte boundaries for the TMA: {name}.shape[1] = "
                     f"{t.shape[1]} is not a multiple of {16 // t.element_size()}")
         if t.data_ptr() % 16:
-            return (f"{name} must start on a 16-byte boundary for the copy engine (a view that begins mid-row? "
+            return (f"{name} must start on a 16-byte boundary for the TMA (a view that begins mid-row? "
                     f"pass {name}.clone())")
     return None
 
