@@ -23,7 +23,12 @@ saved a reference to one before entering is not seen). A wait inside another (``
 ``torch.cuda.synchronize()`` on a GPU) is recorded once, at the outer call's line. In CPU mode there is no device to
 wait for, so the detector *emulates* one: every tensor counts as a device tensor, and every ``.to(device)`` without
 ``non_blocking=True`` counts as a blocking copy. Code that passes in CPU mode therefore has none of the patterns
-above; code that fails names the op and line that would stall a GPU.
+above; code that fails names the op and line that would stall a GPU. The emulation judges the learner's own calls
+only: calls made inside torch's code (an optimizer's ``step()``, ``clip_grad_norm_``) are not counted in CPU mode,
+because which of torch's internal tensors would live on the GPU cannot be known there (``Adam`` keeps its step count
+on the CPU on purpose, so its ``.item()`` never waits for the GPU). On a GPU nothing is emulated: those calls are
+judged by where their tensors really are, and torch's own debug mode reports syncs inside its C++ code. (A real sync
+inside an optimizer, LBFGS's, or ``clip_grad_norm_(error_if_nonfinite=True)``, is therefore only found on a GPU.)
 """
 from __future__ import annotations
 
@@ -130,6 +135,28 @@ def _caller(skip_files=()) -> tuple:
     return "?", 0, "?", ""
 
 
+# Torch's own library code whose calls CPU mode does not judge (see the module's docstring): optimizers and the
+# nn utilities (clip_grad_norm_'s .to(device) of a tensor already there). Calls that pass through torch's public
+# wrappers (torch.unique in functional.py, Tensor.__format__ in _tensor.py) are still the learner's.
+_LIBRARY_DIRS = tuple(os.path.join(_TORCH_DIR, *d) + os.sep for d in (("optim",), ("nn", "utils")))
+
+
+def _called_from_torch() -> bool:
+    """Whether the torch call being classified was made inside torch's library code (an optimizer's ``step()``,
+    ``clip_grad_norm_``) rather than by the learner's code: some frame between the call and the first frame outside
+    torch lies in ``_LIBRARY_DIRS``."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if fn != _THIS:
+            if fn.startswith(_LIBRARY_DIRS):
+                return True
+            if not fn.startswith(_TORCH_DIR + os.sep):
+                return False
+        f = f.f_back
+    return False
+
+
 def _name(func) -> str:
     return getattr(func, "__name__", None) or str(func)
 
@@ -221,7 +248,7 @@ class _Detector(TorchFunctionMode):
         kwargs = kwargs or {}
         self.log.ops_seen += 1
         try:
-            why = classify(func, args, kwargs, self.emulate)
+            why = None if self.emulate and _called_from_torch() else classify(func, args, kwargs, self.emulate)
         except Exception:  # classification must never break the learner's code
             why = None
         if why is not None:

@@ -217,3 +217,26 @@ def test_torchs_note_on_switching_sync_debug_mode_on_is_neither_printed_nor_a_sy
     assert len(d.log) == 0
     d._showwarning("called a synchronizing CUDA operation", UserWarning, "x.py", 1)
     assert len(d.log) == 1 and d.log[0].op == "CUDA synchronization"
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                      lambda ps: torch.optim.Adam(ps), lambda ps: torch.optim.AdamW(ps, foreach=False)],
+                         ids=["SGD", "Adam", "AdamW-for-loop"])
+def test_optimizer_step_is_not_a_synchronization(make_opt):
+    """optimizer.step() queues kernels and returns: no synchronization, in either mode. In CPU mode the emulation
+    would otherwise count Adam's .item() on its step counter (a CPU tensor on a GPU too) and clip_grad_norm_'s
+    .to(device) of norms already there; the learner's own .item() in the same block is still found."""
+    model = torch.nn.Linear(8, 4).to(gpucourse.torch_device())
+    opt = make_opt(model.parameters())
+    for _ in range(2):  # the second step runs with the optimizer's state (Adam's step counter) in place
+        loss = model(torch.randn(16, 8, device=gpucourse.torch_device())).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        with syncs.detect() as log:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        assert len(log) == 0, log.report()
+    with syncs.detect() as log:
+        opt.step()
+        loss.item()
+    assert log.ops() == ["Tensor.item"], log.report()
