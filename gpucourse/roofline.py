@@ -11,6 +11,13 @@ Ceilings come from measurement on a GPU (:func:`measured_ceilings`: a large copy
 ``gpucourse.doctor.measure``). In CPU mode there is nothing to measure, so :func:`device_ceilings` returns an H100's
 *datasheet* figures, labelled as such: they illustrate the idea, they are not a measurement.
 
+Two math ceilings, not one. Matrix products in bf16/fp16 (and tf32, fp8) run on the *tensor cores*; everything else
+(elementwise ops, reductions, a GEMV, fp32 matmuls without tf32) runs on the *CUDA cores*, whose fp32 rate is an
+order of magnitude lower (H100 SXM: 67 against 989 TFLOP/s). ``Ceilings.fp32_tflops`` holds that second roof; when it
+is set, :func:`predict` judges CUDA-core ops against it. On CUDA cores the work is counted in *instructions*, not
+flops: each fp32 instruction takes one issue slot per lane, an FMA does two flops in one, and a ``sin`` takes many
+(``Op.instructions``; the datasheet rate is ``2 x`` the instruction rate, as it counts an FMA as two flops).
+
 The formulas (``s`` = bytes per element of the dtype):
 
 ==============  ===========================================  ==============================================
@@ -39,21 +46,44 @@ class Op:
     bytes: float
     dtype: str
     params: dict = dataclasses.field(default_factory=dict, compare=False)
+    instructions_declared: float | None = None  # fp32 instructions on CUDA cores, where they differ from the default
 
     @property
     def intensity(self) -> float:
         """Arithmetic intensity in flops per byte."""
         return self.flops / self.bytes
 
+    @property
+    def instructions(self) -> float:
+        """fp32 instruction issues the op needs on CUDA cores: as declared (a ``sin`` is many), else one per flop for
+        elementwise ops and reductions, one FMA per two flops for GEMV and GEMM."""
+        if self.instructions_declared is not None:
+            return self.instructions_declared
+        return self.flops / 2 if self.kind in ("gemv", "gemm") else self.flops
 
-def elementwise(n: int, dtype="float32", inputs: int = 1, flops_per_element: float = 1, name: str | None = None) -> Op:
+    @property
+    def slot_intensity(self) -> float:
+        """CUDA-core intensity in FMA-equivalent flops per byte: ``2 * instructions / bytes`` (each issue slot could
+        have done one FMA, two flops), the x-coordinate against the fp32 roof."""
+        return 2 * self.instructions / self.bytes
+
+
+def elementwise(n: int, dtype="float32", inputs: int = 1, flops_per_element: float = 1, name: str | None = None,
+                instructions_per_element: float | None = None) -> Op:
     """``out[i] = f(a[i], b[i], ...)`` over ``n`` elements: each input read once, the output written once.
 
     ReLU in float32: 1 flop (a comparison), 4 bytes read + 4 written, so 1/8 flop per byte.
+    ``instructions_per_element``: fp32 instructions per element where they are not one per flop (a ``sin`` is one
+    "flop" in a formula and a dozen or more instructions on the GPU); default: ``flops_per_element``.
     """
     s = dtypes.nbytes(dtype)
+    params = {"n": n, "inputs": inputs, "flops_per_element": flops_per_element}
+    instr = None
+    if instructions_per_element is not None:
+        params["instructions_per_element"] = instructions_per_element
+        instr = float(instructions_per_element * n)
     return Op(name or f"elementwise n={n}", "elementwise", float(flops_per_element * n), float((inputs + 1) * n * s),
-              dtypes.name(dtype), {"n": n, "inputs": inputs, "flops_per_element": flops_per_element})
+              dtypes.name(dtype), params, instr)
 
 
 def reduction(rows: int, cols: int, dtype="float32", name: str | None = None) -> Op:
@@ -120,6 +150,7 @@ class Ceilings:
     source: str
     measured: bool = False
     dtype: str = "bfloat16"  # the dtype the math ceiling is for (tensor cores)
+    fp32_tflops: float | None = None  # the CUDA-core fp32 rate (an FMA = 2 flops); None: one roof only
 
     @property
     def ops_per_byte(self) -> float:
@@ -134,8 +165,25 @@ def ops_per_byte(ceilings: Ceilings) -> float:
     return ceilings.tflops * 1e12 / (ceilings.gbps * 1e9)
 
 
-def spec_ceilings(key: str = "H100-SXM", dtype="bfloat16") -> Ceilings:
-    """Datasheet ceilings of a GPU in ``gpucourse.specs.SPECS`` (not a measurement)."""
+def cuda_core_ops_per_byte(ceilings: Ceilings) -> float | None:
+    """The CUDA-core ridge: fp32 rate / bandwidth, in FMA-equivalent flops per byte (None without an fp32 roof)."""
+    if not ceilings.fp32_tflops:
+        return None
+    return ceilings.fp32_tflops * 1e12 / (ceilings.gbps * 1e9)
+
+
+TENSOR_CORE_DTYPES = ("bfloat16", "float16", "tfloat32", "float8_e4m3fn", "float8_e5m2")
+
+
+def on_tensor_cores(op: Op) -> bool:
+    """True for the ops the tensor cores run: GEMMs in a tensor-core dtype. GEMVs (one use per matrix element),
+    elementwise ops and reductions run on the CUDA cores."""
+    return op.kind == "gemm" and op.dtype in TENSOR_CORE_DTYPES
+
+
+def spec_ceilings(key: str = "H100-SXM", dtype="bfloat16", fp32: bool = False) -> Ceilings:
+    """Datasheet ceilings of a GPU in ``gpucourse.specs.SPECS`` (not a measurement). ``fp32``: also the CUDA-core
+    fp32 roof (``Ceilings.fp32_tflops``)."""
     from . import specs
 
     spec = specs.SPECS[key]
@@ -143,7 +191,9 @@ def spec_ceilings(key: str = "H100-SXM", dtype="bfloat16") -> Ceilings:
     tf, source = spec.peak_tflops(name), f"datasheet {spec.name} ({spec.source})"
     if not tf:  # e.g. bf16 on a T4: no tensor-core rate, the math runs at the fp32 rate
         tf, source = spec.peak_tflops("fp32"), f"{source}; no {name} rate listed, its fp32 rate used"
-    return Ceilings(gbps=float(spec.bandwidth_gbs), tflops=float(tf), source=source, measured=False, dtype=name)
+    fp32_tf = float(spec.peak_tflops("fp32")) if fp32 else None
+    return Ceilings(gbps=float(spec.bandwidth_gbs), tflops=float(tf), source=source, measured=False, dtype=name,
+                    fp32_tflops=fp32_tf)
 
 
 @functools.lru_cache(maxsize=1)
@@ -160,9 +210,10 @@ def measured_ceilings() -> Ceilings:
                     measured=True, dtype=m["matmul_dtype"])
 
 
-def device_ceilings(measure: bool = True) -> Ceilings:
+def device_ceilings(measure: bool = True, fp32: bool = False) -> Ceilings:
     """The ceilings for this session: measured on a GPU (``measure=False``: its datasheet, if the GPU is in the
-    spec table); in CPU mode an H100 SXM's datasheet figures, labelled as illustrative."""
+    spec table); in CPU mode an H100 SXM's datasheet figures, labelled as illustrative. ``fp32``: with the
+    CUDA-core roof from the datasheet (a measured one: lesson 03's ``measure.ceilings``)."""
     from . import device, specs
 
     if device.on_gpu():
@@ -171,8 +222,8 @@ def device_ceilings(measure: bool = True) -> Ceilings:
         spec = specs.current()
         if spec is None:
             return measured_ceilings()
-        return spec_ceilings(spec.key)
-    c = spec_ceilings("H100-SXM")
+        return spec_ceilings(spec.key, fp32=fp32)
+    c = spec_ceilings("H100-SXM", fp32=fp32)
     return dataclasses.replace(c, source="illustrative, CPU mode: " + c.source)
 
 
@@ -183,33 +234,52 @@ class Prediction:
     bound: str  # "memory" or "compute"
     memory_seconds: float
     math_seconds: float
+    roof: str = "tensor cores"  # the math ceiling used: "tensor cores" or "CUDA cores (fp32)"
 
     @property
     def attainable_tflops(self) -> float:
-        return self.op.flops / self.seconds / 1e12
+        """Flop rate at the predicted time (on the CUDA-core roof: FMA-equivalent flops, 2 per instruction)."""
+        work = 2 * self.op.instructions if self.roof.startswith("CUDA") else self.op.flops
+        return work / self.seconds / 1e12
 
 
 def classify(op: Op, ceilings: Ceilings) -> str:
-    """``"memory"`` if the op's intensity is below the device's ops:byte ratio, else ``"compute"``."""
+    """``"memory"`` if the op's intensity is below the device's ops:byte ratio, else ``"compute"`` (with an fp32
+    roof, CUDA-core ops compare their instruction intensity with that roof's ridge)."""
+    if ceilings.fp32_tflops and not on_tensor_cores(op):
+        return "memory" if op.slot_intensity < cuda_core_ops_per_byte(ceilings) else "compute"
     return "memory" if op.intensity < ops_per_byte(ceilings) else "compute"
 
 
 def predict(op: Op, ceilings: Ceilings) -> Prediction:
-    """The roofline's best possible time for ``op`` on a device with these ceilings, and what bounds it."""
+    """The roofline's best possible time for ``op`` on a device with these ceilings, and what bounds it. With an
+    fp32 roof (``ceilings.fp32_tflops``), ops off the tensor cores are timed by their instructions on it."""
     mem = op.bytes / (ceilings.gbps * 1e9)
+    if ceilings.fp32_tflops and not on_tensor_cores(op):
+        math = op.instructions / (ceilings.fp32_tflops * 1e12 / 2)
+        return Prediction(op, max(mem, math), classify(op, ceilings), mem, math, roof="CUDA cores (fp32)")
     math = op.flops / (ceilings.tflops * 1e12)
     return Prediction(op, max(mem, math), classify(op, ceilings), mem, math)
 
 
 def table(ops, ceilings: Ceilings) -> str:
     """A text table: flops, bytes, intensity, bound and predicted time of each op on these ceilings."""
-    head = f"{'operation':<30} {'dtype':<9} {'GFLOP':>10} {'MB moved':>10} {'flop/B':>9} {'bound':>8} {'best time':>11}"
+    two = bool(ceilings.fp32_tflops)
+    head = (f"{'operation':<30} {'dtype':<9} {'GFLOP':>10} {'MB moved':>10} {'flop/B':>9}"
+            + (f" {'roof':>13} {'on roof/B':>9}" if two else "") + f" {'bound':>8} {'best time':>11}")
     lines = [head, "-" * len(head)]
     for op in ops:
         p = predict(op, ceilings)
+        roof = ""
+        if two:
+            cuda = p.roof.startswith("CUDA")
+            roof = f" {'CUDA cores' if cuda else 'tensor cores':>13} {op.slot_intensity if cuda else op.intensity:>9.2f}"
         lines.append(f"{op.name:<30} {op.dtype:<9} {op.flops / 1e9:>10.3f} {op.bytes / 1e6:>10.2f} "
-                     f"{op.intensity:>9.2f} {p.bound:>8} {p.seconds * 1e6:>9.1f} µs")
+                     f"{op.intensity:>9.2f}{roof} {p.bound:>8} {p.seconds * 1e6:>9.1f} µs")
     lines.append(f"ops:byte ratio {ops_per_byte(ceilings):.0f} flop/B ({ceilings.source})")
+    if two:
+        lines.append(f"CUDA-core fp32 roof {ceilings.fp32_tflops:,.1f} TFLOP/s: ratio {cuda_core_ops_per_byte(ceilings):.1f} "
+                     "FMA-equivalent flop/B (2 per fp32 instruction)")
     return "\n".join(lines)
 
 
@@ -230,26 +300,38 @@ def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None)
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 4.8))
     ridge = ops_per_byte(ceilings)
-    xs = [p["op"].intensity for p in points] or [ridge]
-    lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
+    ridge32 = cuda_core_ops_per_byte(ceilings)
+
+    def x_of(op):
+        return op.slot_intensity if ridge32 and not on_tensor_cores(op) else op.intensity
+
+    xs = [x_of(p["op"]) for p in points] or [ridge]
+    lo, hi = min(min(xs), ridge, ridge32 or ridge) / 4, max(max(xs), ridge) * 4
     ai = np.logspace(np.log10(lo), np.log10(hi), 200)
     roof = np.minimum(ceilings.tflops, ai * ceilings.gbps * 1e9 / 1e12)
     kind = "measured" if ceilings.measured else "datasheet"
-    ax.plot(ai, roof, color="black", lw=2, label=f"roofline ({kind}: {ceilings.gbps:,.0f} GB/s, "
+    ax.plot(ai, roof, color="black", lw=2, label=f"{ceilings.dtype} tensor cores ({kind}: {ceilings.gbps:,.0f} GB/s, "
                                                  f"{ceilings.tflops:,.0f} TFLOP/s)")
     ax.axvline(ridge, color="gray", ls=":", lw=1)
     ax.annotate(f"ops:byte = {ridge:.0f}", (ridge, ceilings.tflops), textcoords="offset points", xytext=(4, -14),
                 color="gray", fontsize=8)
+    if ridge32:
+        roof32 = np.minimum(ceilings.fp32_tflops, ai * ceilings.gbps * 1e9 / 1e12)
+        ax.plot(ai, roof32, color="black", lw=1.5, ls="--",
+                label=f"fp32 CUDA cores ({ceilings.fp32_tflops:,.0f} TFLOP/s; x: 2 x instructions / B)")
+        ax.annotate(f"{ridge32:.0f}", (ridge32, ceilings.fp32_tflops), textcoords="offset points", xytext=(4, -12),
+                    color="gray", fontsize=8)
     for i, p in enumerate(points):
         op = p["op"]
         pred = predict(op, ceilings)
         color = f"C{i % 10}"
-        ax.plot(op.intensity, pred.attainable_tflops, marker="o", mfc="none", color=color, ms=8)
+        x = x_of(op)
+        ax.plot(x, pred.attainable_tflops, marker="o", mfc="none", color=color, ms=8)
         y = pred.attainable_tflops
         if p.get("seconds"):
-            y = op.flops / p["seconds"] / 1e12
-            ax.plot(op.intensity, y, marker="o", color=color, ms=7)
-        ax.annotate(f"{op.name} ({pred.bound})", (op.intensity, y), textcoords="offset points", xytext=(5, 3),
+            y = pred.attainable_tflops * pred.seconds / p["seconds"]
+            ax.plot(x, y, marker="o", color=color, ms=7)
+        ax.annotate(f"{op.name} ({pred.bound})", (x, y), textcoords="offset points", xytext=(5, 3),
                     fontsize=8, color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -4,7 +4,10 @@ Device memory is read in 32-byte *sectors* (four to a 128-byte cache line). When
 float32 each from consecutive addresses, they need 4 sectors: every byte fetched is used ("coalesced"). With a stride
 of 2 elements they touch 8 sectors and use half of each; from a stride of 8 floats on, or at random addresses, every
 thread needs its own sector and 7/8 of the traffic is wasted. :func:`sectors_per_warp` counts this for any pattern;
-:func:`read_pattern` is a Triton kernel that reads with a given pattern so the cost can be measured.
+:func:`read_pattern` is a Triton kernel that reads with a given pattern and writes what it read contiguously, so the
+cost can be measured. :func:`predicted_fraction` models what that kernel moves: its reads at the efficiency of the
+pattern *and* its coalesced writes, against a copy that moves both at full efficiency. :func:`copy` is a plain Triton
+copy kernel (the working-set sweep times it).
 """
 from __future__ import annotations
 
@@ -43,6 +46,33 @@ def sectors_per_warp(offs, elem_bytes: int = 4, sector: int = SECTOR_BYTES) -> f
 def efficiency(offs, elem_bytes: int = 4, sector: int = SECTOR_BYTES) -> float:
     """Useful bytes / fetched bytes for a warp's loads: 1.0 when coalesced, 1/8 for scattered float32 loads."""
     return WARP * elem_bytes / (sectors_per_warp(offs, elem_bytes, sector) * sector)
+
+
+def predicted_fraction(offs, elem_bytes: int = 4, fetch_bytes: int = SECTOR_BYTES) -> float:
+    """The fraction of a coalesced copy's useful GB/s that :func:`read_pattern` should reach with these offsets.
+
+    Per element it counts ``elem_bytes`` read and ``elem_bytes`` written as useful (what the measured GB/s counts).
+    Device memory moves the reads in units of ``fetch_bytes`` (``efficiency`` of the pattern: ``elem_bytes / eff``
+    bytes fetched per element read) and the writes at full efficiency. At one bandwidth, time is proportional to the
+    bytes moved, so the fraction is ``2 / (1 / eff + 1)``: 2/3 at half efficiency, 2/9 at 1/8 (not 1/2 and 1/8: the
+    write costs the same in every case and dilutes the waste of the read).
+    """
+    eff = efficiency(offs, elem_bytes, fetch_bytes)
+    return 2 / (1 / eff + 1)
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+def copy(src, dst, BLOCK: int = 4096):
+    """``dst[:] = src`` with one Triton kernel (both contiguous, same size): reads each byte once, writes it once."""
+    n = src.numel()
+    _copy_kernel[(triton.cdiv(n, BLOCK),)](src, dst, n, BLOCK=BLOCK, num_warps=8)
+    return dst
 
 
 @triton.jit

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 
 from gpucourse import device
-from gpucourse.timing import bench, copy_gbps, graph_repeat, settle
+from gpucourse.timing import bench, copy_gbps, graph_repeat, interleaved, settle
 
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
 
@@ -28,50 +28,77 @@ def solutions() -> dict:
 
 
 
-def working_set(sizes=None, bench_kw=None) -> dict:
+def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_from: int = 2**26) -> dict:
     """Copy bandwidth against working-set size (bytes read + written), L2 left warm between repeats.
 
     A working set that fits in L2 is served from it after the first pass; a larger one streams from device memory.
-    Each timed call repeats the copy enough times to move at least 256 MiB, inside a CUDA graph on a GPU.
+    The copy is a Triton kernel (``access.copy``); each timed call repeats it enough times to move at least 256 MiB,
+    captured in one CUDA graph on a GPU, so the CPU's launch gaps are not timed. ``kernel_us`` is the time of one
+    copy: at small sizes it stops falling with the size, a fixed cost per kernel (start, run, finish), not a
+    memory latency. From ``eager_from`` bytes up, torch's eager ``dst.copy_(src)`` is timed too, one call per repeat
+    (long enough that launch gaps do not matter): the baseline a practitioner would use. ``graph_memcpy`` also times
+    ``copy_`` captured in a CUDA graph, where it becomes a memcpy node, not a kernel: on the course's H100 that path
+    ran about 20% slower from 1 GiB up (``benchmarks/results/h100-explore-memory03.json``), so the sweep times a
+    kernel instead.
     """
     import torch
 
-    bench_kw = dict(bench_kw or {})
+    from . import access
+
+    bench_kw = {"flush_l2": False, **dict(bench_kw or {})}
     if sizes is None:
-        sizes = [2**k for k in range(16, 33)]  # 64 KiB .. 4 GiB
+        sizes = [2**k for k in range(16, 32)]  # 64 KiB .. 2 GiB
         if device.on_gpu():
             free, _ = torch.cuda.mem_get_info()
-            sizes = [s for s in sizes if s < 0.8 * free]
-    gbps, reps_used = [], []
+            sizes = [s for s in sizes if s < 0.5 * free]
+    out = {"sizes": list(sizes), "gbps": [], "kernel_us": [], "reps": [], "copy_gbps": [], "graph_memcpy_gbps": []}
     for ws in sizes:
         n = max(1, ws // 8)  # two float32 buffers of n elements: ws bytes in all
         src = torch.randn(n, device=device.torch_device())
         dst = torch.empty_like(src)
         reps = max(1, min(1024, 2**28 // ws))
-        fn = graph_repeat(lambda: dst.copy_(src), reps)
-        r = bench(fn, bytes=reps * 2 * n * 4, flush_l2=False, name=f"copy ws={ws}", **bench_kw)
-        gbps.append(r.gbps)
-        reps_used.append(reps)
+        fn = graph_repeat(lambda: access.copy(src, dst), reps)
+        r = bench(fn, bytes=reps * 2 * n * 4, name=f"copy kernel ws={ws}", **bench_kw)
+        out["gbps"].append(r.gbps)
+        out["kernel_us"].append(r.median_ms * 1e3 / reps)
+        out["reps"].append(reps)
+        eager = None
+        if ws >= eager_from:
+            eager = bench(dst.copy_, src, bytes=2 * n * 4, name=f"copy_ ws={ws}", **bench_kw).gbps
+        out["copy_gbps"].append(eager)
+        if graph_memcpy:
+            g = graph_repeat(lambda: dst.copy_(src), reps)
+            out["graph_memcpy_gbps"].append(bench(g, bytes=reps * 2 * n * 4, name=f"graph copy_ ws={ws}",
+                                                  **bench_kw).gbps)
+            del g
         del src, dst, fn
+    if not graph_memcpy:
+        del out["graph_memcpy_gbps"]
     p = device.props()
-    return {"sizes": list(sizes), "gbps": gbps, "reps": reps_used, "l2_bytes": p.l2_bytes if p else None,
-            "device": p.name if p else "cpu"}
+    out.update({"l2_bytes": p.l2_bytes if p else None, "device": p.name if p else "cpu",
+                "protocol": "Triton copy kernel repeated in a CUDA graph, L2 not flushed; copy_: eager, one call per "
+                            "repeat"})
+    return out
 
 
-ACCESS_CASES = (("coalesced", 1), ("strided", 2), ("strided", 4), ("strided", 8), ("strided", 32), ("random", 1))
+ACCESS_CASES = (("coalesced", 1), ("strided", 2), ("strided", 4), ("strided", 8), ("strided", 16), ("strided", 32),
+                ("random", 1))
 
 
 def access_patterns(n: int = 2**23, src_len: int = 2**28, cases=ACCESS_CASES, bench_kw=None) -> dict:
     """GB/s of useful bytes (n float32 read + n written) for each read pattern, by torch and by a Triton kernel.
 
     ``src_len`` (a power of two, >= n * the largest stride) is the source buffer's length: the random pattern reads
-    n of its elements scattered over all of it. The model column is the fraction of each 32-byte sector used.
+    n of its elements scattered over all of it. ``model_efficiency`` is the fraction of each 32-byte sector used by
+    the reads; ``model_fraction`` (and ``model_fraction_64``, with 64-byte fetches) the fraction of the coalesced
+    rate that the kernel should keep once its coalesced writes are counted too (``access.predicted_fraction``).
+    Each kernel moves tens of MB (tens of µs): timed with L2 flushed by a read (``bench(flush_l2="read")``).
     """
     import torch
 
     from . import access
 
-    bench_kw = dict(bench_kw or {})
+    bench_kw = {"flush_l2": "read", **dict(bench_kw or {})}
     need = max(n * s for _, s in cases)
     if src_len < need or src_len & (src_len - 1):
         raise ValueError(f"src_len must be a power of two >= {need}")
@@ -94,19 +121,99 @@ def access_patterns(n: int = 2**23, src_len: int = 2**28, cases=ACCESS_CASES, be
         rows.append({
             "pattern": label, "stride": stride,
             "model_efficiency": access.efficiency(offs), "sectors_per_warp": access.sectors_per_warp(offs),
+            "model_fraction": access.predicted_fraction(offs),
+            "model_fraction_64": access.predicted_fraction(offs, fetch_bytes=64),
             "torch_gbps": bench(torch_fn, bytes=8 * n, name=f"torch {label}", **bench_kw).gbps,
             "triton_gbps": bench(access.read_pattern, src, n, pattern, stride, bytes=8 * n, name=f"triton {label}",
                                  **bench_kw).gbps,
         })
-    return {"n": n, "src_len": src_len, "rows": rows}
+    base = rows[0]["triton_gbps"]
+    for row in rows:
+        row["triton_vs_coalesced"] = row["triton_gbps"] / base
+    return {"n": n, "src_len": src_len, "rows": rows, "protocol": "bench(flush_l2='read'), median"}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Ceilings: memory, tensor cores and CUDA cores, measured together.
+
+FMA_N, FMA_ITERS, SIN_K = 2**22, 256, 64
+
+
+def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> tuple:
+    """Measure the three ceilings the roofline uses and return ``(Ceilings, details)``. GPU only.
+
+    Memory: a 1 GiB float32 copy (``copy_``, 2 GiB moved), L2 flushed by a read. Math, with lesson 05's interleaved
+    protocol (``gpucourse.timing.interleaved``): after one second of settling, ``rounds`` rounds each time a bf16
+    8192^3 matmul (tensor cores), a chain of fp32 FMAs (CUDA cores; ``compute.fma_chain``) and a chain of ``sin``
+    over the same elements (``compute.sin_chain``), each over ``rep_ms``. The ceilings are the medians of the rounds'
+    medians; ``details`` keeps every round, so the spread (clocks drifting under the power cap) is in view, and
+    what one ``sin`` costs in FMA issue slots.
+    """
+    import statistics
+
+    import torch
+
+    from gpucourse import roofline as R
+    from . import compute
+
+    device.require_gpu("Measuring the ceilings")
+    x = torch.empty(copy_elems, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    cp = bench(y.copy_, x, bytes=2 * x.numel() * 4, flush_l2="read", name="copy 1 GiB")
+    del x, y
+    m = 8192
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(FMA_N, device="cuda")
+    fns = {"bf16 matmul 8192^3": lambda: torch.matmul(a, b),
+           "fp32 FMA chain": lambda: compute.fma_chain(v, FMA_ITERS),
+           f"sin x{SIN_K}": lambda: compute.sin_chain(v, SIN_K)}
+    settle(fns["bf16 matmul 8192^3"], seconds=1.0)
+    res = interleaved(fns, rounds=rounds, rep_ms=rep_ms, flush_l2=False)
+    mm_flops, fma_flops = 2 * m**3, compute.fma_flops(FMA_N, FMA_ITERS)
+    mm_tf = [mm_flops / (ms * 1e-3) / 1e12 for ms in res["bf16 matmul 8192^3"].medians_ms]
+    fma_tf = [fma_flops / (ms * 1e-3) / 1e12 for ms in res["fp32 FMA chain"].medians_ms]
+    slots = [compute.slots_per_sin(s_ms, SIN_K, f_ms, FMA_ITERS) for s_ms, f_ms in
+             zip(res[f"sin x{SIN_K}"].medians_ms, res["fp32 FMA chain"].medians_ms)]
+    name = device.props().name
+    tc, cc = statistics.median(mm_tf), statistics.median(fma_tf)
+    c = R.Ceilings(gbps=cp.gbps, tflops=tc, fp32_tflops=cc, measured=True, dtype="bfloat16",
+                   source=f"measured on {name}: copy {cp.gbps:,.0f} GB/s, bf16 matmul {tc:,.0f} TFLOP/s, "
+                          f"fp32 FMA {cc:,.1f} TFLOP/s (medians of {rounds} interleaved rounds)")
+    details = {"copy_gbps": cp.gbps, "copy_ms": cp.median_ms, "rounds": rounds, "rep_ms": rep_ms,
+               "bf16_matmul_tflops_rounds": mm_tf, "fp32_fma_tflops_rounds": fma_tf,
+               "sin_slots_rounds": slots, "sin_slots": statistics.median(slots),
+               "sin_ms_rounds": res[f"sin x{SIN_K}"].medians_ms, "fma_n": FMA_N, "fma_iters": FMA_ITERS,
+               "sin_k": SIN_K, "protocol": "timing.interleaved after settle(1 s); copy: bench(flush_l2='read')"}
+    return c, details
+
+
+LATENCY_FOOTPRINTS = {"L1": 16 * 2**10, "L2": 4 * 2**20, "device memory": 256 * 2**20}
+
+
+def onchip(bench_kw=None) -> dict:
+    """Shared-memory read bandwidth (whole GPU) and the latency of one dependent load from shared memory, L1, L2 and
+    device memory (pointer chases, ``onchip.chase``). GPU only (the kernels are CUDA C++ compiled by NVRTC)."""
+    from . import onchip as O
+
+    device.require_gpu("The shared-memory and latency microbenchmarks")
+    lat = [dict(O.chase(0, shared=True), level="shared memory")]
+    for level, fp in LATENCY_FOOTPRINTS.items():
+        lat.append(dict(O.chase(fp), level=level))
+    bw = O.smem_bandwidth(bench_kw=bench_kw)
+    return {"latency": lat, "smem_bandwidth": bw,
+            "protocol": "chase: one thread, clock64 around 4096 dependent loads, after 64 untimed; bandwidth: "
+                        "bench(flush_l2=False), median"}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Roofline points.
 
 
-def default_ops(scale: str = "gpu") -> list:
-    """The lesson's operations: elementwise, a reduction, a GEMV and GEMMs of several shapes (small ones on CPU)."""
+def default_ops(scale: str = "gpu", sin_slots: float | None = None) -> list:
+    """The lesson's operations: elementwise, a reduction, a GEMV and GEMMs of several shapes (small ones on CPU).
+    ``sin_slots`` (FMA issue slots per ``sin``, measured by :func:`ceilings`): add the fused sin x4 kernel, counted
+    in instructions (4 sines per element)."""
     from gpucourse import roofline as R
 
     if scale == "cpu":
@@ -115,8 +222,10 @@ def default_ops(scale: str = "gpu") -> list:
                 R.reduction(256, 256, "float32", name="row sum"),
                 R.gemv(256, 256, "bfloat16", name="GEMV"),
                 R.gemm(256, 32, 256, "bfloat16"), R.gemm(256, 256, 256, "bfloat16")]
+    sin4 = [] if sin_slots is None else [R.elementwise(2**26, "float32", flops_per_element=4, name="sin x4 (fused)",
+                                                       instructions_per_element=4 * sin_slots)]
     return [R.elementwise(2**28, "float32", name="relu"),
-            R.elementwise(2**28, "float32", inputs=2, name="add"),
+            R.elementwise(2**28, "float32", inputs=2, name="add"), *sin4,
             R.reduction(16384, 16384, "float32", name="row sum"),
             R.gemv(16384, 16384, "bfloat16", name="GEMV"),
             R.gemm(8192, 128, 8192, "bfloat16"), R.gemm(8192, 1024, 8192, "bfloat16"),
@@ -130,6 +239,11 @@ def runner(op):
     dt = getattr(torch, op.dtype)
     dev, p = device.torch_device(), op.params
     if op.kind == "elementwise":
+        if op.name.startswith("sin x4"):
+            from .fusion import sin4_triton
+
+            x = torch.randn(p["n"], device=dev, dtype=dt)
+            return lambda: sin4_triton(x)
         if p["inputs"] == 1:
             x = torch.randn(p["n"], device=dev, dtype=dt)
             return lambda: torch.relu(x)
@@ -151,11 +265,13 @@ def runner(op):
 
 
 def measure_op(op, bench_kw=None) -> float:
-    """Measured seconds for ``op`` (median, L2 flushed between repeats on a GPU)."""
+    """Measured seconds for ``op`` (median; on a GPU, L2 flushed by a read before each repeat: a write flush would
+    add its write-back, about 10 µs on an H100, to every short memory-bound kernel)."""
     fn = runner(op)
     if op.kind == "gemm" and device.on_gpu():
-        settle(fn, seconds=1.0)  # compute-bound: steady clocks first
-    r = bench(fn, bytes=op.bytes, flops=op.flops, dtype=op.dtype, name=op.name, **dict(bench_kw or {}))
+        settle(fn, seconds=0.5)  # compute-bound: steady clocks first
+    r = bench(fn, bytes=op.bytes, flops=op.flops, dtype=op.dtype, name=op.name,
+              **{"flush_l2": "read", **dict(bench_kw or {})})
     return r.median_ms / 1e3
 
 
@@ -169,6 +285,7 @@ def roofline_points(ceilings, ops=None, bench_kw=None) -> list:
         secs = measure_op(op, bench_kw)
         pred = R.predict(op, ceilings)
         points.append({"op": op, "name": op.name, "intensity": op.intensity, "flops": op.flops, "bytes": op.bytes,
+                       "instructions": op.instructions, "roof": pred.roof,
                        "bound": pred.bound, "seconds": secs, "predicted_seconds": pred.seconds,
                        "measured_over_predicted": secs / pred.seconds})
     return points
@@ -234,8 +351,13 @@ def fusion(n: int = 2**26, rows: int = 16384, cols: int = 4096, compile: bool | 
     return out
 
 
-def roofline_result(ceilings, points) -> dict:
-    """The JSON-able record of a roofline measurement: the ceilings used and each point without its op object."""
+def roofline_result(ceilings, points, details: dict | None = None) -> dict:
+    """The JSON-able record of a roofline measurement: the ceilings used (and how they were measured, ``details``
+    from :func:`ceilings`) and each point without its op object."""
+    from gpucourse import roofline as R
+
     return {"ceilings": {"gbps": ceilings.gbps, "tflops": ceilings.tflops, "dtype": ceilings.dtype,
-                         "source": ceilings.source, "ops_per_byte": ceilings.ops_per_byte},
+                         "fp32_tflops": ceilings.fp32_tflops, "source": ceilings.source,
+                         "ops_per_byte": ceilings.ops_per_byte,
+                         "cuda_core_ops_per_byte": R.cuda_core_ops_per_byte(ceilings), **(details or {})},
             "points": [{k: v for k, v in p.items() if k != "op"} for p in points]}
