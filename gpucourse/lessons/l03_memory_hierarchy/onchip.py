@@ -115,7 +115,7 @@ def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False) -> dict
             "global", "steps": steps, "cycles_per_load": cycles.item() / steps, "ns_per_load": min(ms) * 1e6 / steps}
 
 
-def smem_bandwidth(iters: int = 4096, blocks_per_sm: int = 2, threads: int = 1024, bench_kw=None) -> dict:
+def smem_bandwidth(iters: int = 1024, blocks_per_sm: int = 2, threads: int = 1024, bench_kw=None) -> dict:
     """Shared-memory read bandwidth over the whole GPU: bytes read from shared arrays per second (TB/s)."""
     import torch
 
