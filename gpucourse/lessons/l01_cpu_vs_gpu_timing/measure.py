@@ -141,3 +141,45 @@ def timing_pairs(idle_s: float = 3.0) -> list:
     return out
 
 
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Where the data lives decides where small work runs.
+
+WHERE_SIZES = (256, 4096, 65536)
+
+
+def small_ops_where_data_lives(sizes=WHERE_SIZES, ops: int = 200, reps: int = 15) -> dict:
+    """µs per small add ``x + y`` in a stream of ``ops`` of them, three ways: the data lives on the CPU and the add
+    runs there; the data lives on the GPU and the add runs there (queued, one synchronize at the end of the stream);
+    the data lives on the GPU but each add is done on the CPU (copy both inputs over, add, copy the result back, as
+    "small work belongs on the CPU" would have it). Medians of ``reps`` streams, host clock. The GPU rows need a
+    GPU (CPU mode: only the first row)."""
+    rows = {"data on CPU, add on CPU": [], "data on GPU, add on GPU": [], "data on GPU, add on CPU (round trip)": []}
+    for n in sizes:
+        xc, yc = torch.randn(n), torch.randn(n)
+
+        def cpu_stream():
+            for _ in range(ops):
+                xc + yc
+
+        rows["data on CPU, add on CPU"].append(1e3 * host_ms(cpu_stream, rep_ms=20, min_reps=reps) / ops)
+        if not device.on_gpu():
+            continue
+        xg, yg = xc.cuda(), yc.cuda()
+
+        def gpu_stream():
+            for _ in range(ops):
+                xg + yg
+            torch.cuda.synchronize()
+
+        def round_trip_stream():
+            for _ in range(ops):
+                (xg.cpu() + yg.cpu()).cuda()
+            torch.cuda.synchronize()
+
+        for name, fn in (("data on GPU, add on GPU", gpu_stream),
+                         ("data on GPU, add on CPU (round trip)", round_trip_stream)):
+            fn()  # warm-up
+            rows[name].append(1e3 * host_ms(fn, rep_ms=20, min_reps=reps) / ops)
+    return {"sizes": list(sizes), "ops": ops, "us_per_add": {k: v for k, v in rows.items() if v}}

@@ -79,21 +79,61 @@ def copy_compute_overlap(chunks: int = 8, rows: int = 8192, cols: int = 4096) ->
             "compute_only_ms": compute_only, "speedup": res["one stream"] / res["copy stream + compute stream"]}
 
 
+def _kernel_times(fn) -> tuple:
+    """(median kernel duration, median gap from one kernel's end to the next one's start), µs, over the kernels of
+    one call of ``fn`` under the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with timeline.quiet_profiler(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    ks = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                if str(e.device_type).endswith("CUDA") and "memcpy" not in e.name.lower())
+    if not ks:
+        return float("nan"), float("nan"), 0
+    durations = [e - s for s, e in ks]
+    gaps = [s2 - e1 for (_, e1), (s2, _) in zip(ks, ks[1:])]
+    return statistics.median(durations), (statistics.median(gaps) if gaps else float("nan")), len(ks)
+
+
 def launch_overhead(n_kernels: int = 200, with_compile: bool = True) -> dict:
     """µs per kernel for ``n_kernels`` tiny in-place adds: launched one by one (eager) vs replayed as one CUDA graph;
-    and, for reference, ``torch.compile(mode="reduce-overhead")`` of the same function (which also fuses them)."""
+    the same for an empty kernel (``torch.cuda._sleep(0)``: the least a launch can cost, host and GPU); where the
+    time goes (the host's time to queue one add, the GPU's kernel duration and gap between kernels in the replay);
+    and ``torch.compile`` of the same adds written as a function, default and ``mode="reduce-overhead"``, with the
+    kernels each runs per call."""
     device.require_gpu("launch_overhead")
+    from gpucourse.asyncqueue import sleep_kernel
+
     x = torch.zeros(1, device="cuda")
 
     def many():
         for _ in range(n_kernels):
             x.add_(1)
 
-    eager_ms = statistics.median(timing.event_times(many, reps=20))
-    replay = timing.graph_repeat(many, 1, fallback=False)  # the n_kernels launches captured in one graph
-    graph_ms = statistics.median(timing.event_times(replay, reps=20))
-    out = {"n_kernels": n_kernels, "eager_us_per_kernel": 1e3 * eager_ms / n_kernels,
-           "graph_us_per_kernel": 1e3 * graph_ms / n_kernels, "graph_speedup": eager_ms / graph_ms}
+    def empties():
+        for _ in range(n_kernels):
+            torch.cuda._sleep(0)
+
+    out = {"n_kernels": n_kernels}
+    for label, fn in (("", many), ("empty_", empties)):
+        eager_ms = statistics.median(timing.event_times(fn, reps=20))
+        replay = timing.graph_repeat(fn, 1, fallback=False)  # the n_kernels launches captured in one graph
+        graph_ms = statistics.median(timing.event_times(replay, reps=20))
+        out[f"{label}eager_us_per_kernel"] = 1e3 * eager_ms / n_kernels
+        out[f"{label}graph_us_per_kernel"] = 1e3 * graph_ms / n_kernels
+        kernel_us, gap_us, count = _kernel_times(replay)
+        out[f"{label}graph_kernel_us"], out[f"{label}graph_gap_us"] = kernel_us, gap_us
+        # The host's own cost of queuing them: timed while the GPU is held by a long kernel, so no launch waits.
+        sleep_kernel(20.0)
+        t0 = time.perf_counter()
+        fn()
+        out[f"{label}eager_host_us_per_kernel"] = (time.perf_counter() - t0) * 1e6 / n_kernels
+        torch.cuda.synchronize()
+    out["graph_speedup"] = out["eager_us_per_kernel"] / out["graph_us_per_kernel"]
+    out["empty_graph_speedup"] = out["empty_eager_us_per_kernel"] / out["empty_graph_us_per_kernel"]
     if with_compile:
         torch._dynamo.reset()
         y = torch.zeros(1, device="cuda")
@@ -103,11 +143,82 @@ def launch_overhead(n_kernels: int = 200, with_compile: bool = True) -> dict:
                 t = t + 1
             return t
 
-        compiled = torch.compile(chain, mode="reduce-overhead")
-        for _ in range(3):
-            compiled(y)
-        out["compiled_reduce_overhead_us_per_call"] = 1e3 * statistics.median(timing.event_times(lambda: compiled(y), 20))
         out["eager_chain_us_per_call"] = 1e3 * statistics.median(timing.event_times(lambda: chain(y), 20))
+        for key, mode in (("compiled_default", None), ("compiled_reduce_overhead", "reduce-overhead")):
+            compiled = torch.compile(chain, mode=mode) if mode else torch.compile(chain)
+            for _ in range(3):
+                compiled(y)
+            out[f"{key}_us_per_call"] = 1e3 * statistics.median(timing.event_times(lambda: compiled(y), 20))
+            kernel_us, _, count = _kernel_times(lambda: compiled(y))
+            out[f"{key}_kernels_per_call"], out[f"{key}_kernel_us"] = count, kernel_us
+            # host time of one call, the GPU left idle: guards, the wrapper, the launch (or the graph replay)
+            out[f"{key}_host_us_per_call"] = 1e3 * timing.host_ms(lambda: compiled(y), rep_ms=20)
+            torch.cuda.synchronize()
+        torch._dynamo.reset()
+    return out
+
+
+SMALL_COPY_BYTES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 1 * 2**20, 16 * 2**20)
+
+
+def small_copies(sizes=SMALL_COPY_BYTES, queued_ms: float = 2.0, reps: int = 5) -> dict:
+    """How long a host-to-device copy call keeps the CPU when the GPU still has ``queued_ms`` of work queued ahead of
+    it, for each size and kind of copy (pageable or pinned source, blocking or ``non_blocking=True``): a call that
+    waits for the queue takes at least ``queued_ms``. Medians of ``reps``, ms."""
+    device.require_gpu("small_copies")
+    from gpucourse.asyncqueue import sleep_kernel
+
+    out = {"queued_ms": queued_ms, "sizes": list(sizes), "host_ms": {}}
+    kinds = (("pageable", False, False), ("pageable, non_blocking", False, True), ("pinned", True, False),
+             ("pinned, non_blocking", True, True))
+    for name, pinned, nb in kinds:
+        row = []
+        for nbytes in sizes:
+            src = torch.randn(nbytes // 4)
+            if pinned:
+                src = src.pin_memory()
+            dst = torch.empty(nbytes // 4, device="cuda")
+            dst.copy_(src)
+            samples = []
+            for _ in range(reps):
+                torch.cuda.synchronize()
+                sleep_kernel(queued_ms)
+                t0 = time.perf_counter()
+                dst.copy_(src, non_blocking=nb)
+                samples.append((time.perf_counter() - t0) * 1e3)
+                torch.cuda.synchronize()
+            row.append(statistics.median(samples))
+        out["host_ms"][name] = row
+    return out
+
+
+def optimizer_step_returns(queued_ms: float = 5.0, reps: int = 5) -> dict:
+    """ms that ``optimizer.step()`` (SGD with momentum and Adam, on lesson 02's classifier at the case study's size)
+    keeps the CPU while the GPU has ``queued_ms`` of work queued ahead of it: far less than ``queued_ms`` means it
+    queued its kernels and returned without waiting."""
+    device.require_gpu("optimizer_step_returns")
+    import torch.nn.functional as F
+
+    from gpucourse.asyncqueue import sleep_kernel
+
+    out = {"queued_ms": queued_ms}
+    for name, make in (("SGD (momentum)", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+                       ("Adam", lambda ps: torch.optim.Adam(ps, lr=1e-3))):
+        model, _, batches = trainloop.make_problem(0, steps=1, batch=4096, features=1024, hidden=4096, classes=1000)
+        opt = make(model.parameters())
+        x, y = (t.cuda() for t in batches[0])
+        samples = []
+        for _ in range(reps + 1):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            torch.cuda.synchronize()
+            sleep_kernel(queued_ms)
+            t0 = time.perf_counter()
+            opt.step()
+            samples.append((time.perf_counter() - t0) * 1e3)
+            torch.cuda.synchronize()
+        out[name] = statistics.median(samples[1:])  # the first step creates the optimizer's state
     return out
 
 

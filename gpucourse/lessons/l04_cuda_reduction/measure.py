@@ -15,7 +15,16 @@ from gpucourse.timing import bench, copy_gbps
 LADDER_N = 2**28  # 1 GiB of float32
 ATOMIC_N = 2**24  # step 1 (one atomic per element) is timed on 64 MiB: on 1 GiB it would take far longer
 SEED_CASE = {"count": 2000, "min_len": 1_000, "max_len": 200_000}  # stand-in for the talk's case (it gives no sizes): ~800 MB
+RANDOM_CASE = {"count": 2000, "min_len": 1, "max_len": 200_000}  # issue #18's shape: sizes from 1 float up
 SMALL_CASE = {"count": 2000, "min_len": 500, "max_len": 1_500}  # ~1k floats each: launch overhead dominates
+FEW_LARGE_CASE = {"count": 8, "min_len": 2**22, "max_len": 2**24}  # a few tensors of millions: one block each would
+# leave most of the GPU idle
+CASES = {"seed_case": SEED_CASE, "random_case": RANDOM_CASE, "small_case": SMALL_CASE,
+         "few_large_case": FEW_LARGE_CASE}
+CASE_TITLES = {"seed_case": "seed case (2000 tensors, 1k-200k floats)",
+               "random_case": "random sizes (2000 tensors, 1-200k floats)",
+               "small_case": "small tensors (2000 tensors, ~1k floats)",
+               "few_large_case": "a few large tensors (8 tensors, 4M-16M floats)"}
 # torch.compile specializes on every input's shape: with 2000 tensors of different lengths it generates and compiles
 # thousands of kernels (many minutes). It is timed on the first COMPILE_COUNT tensors, next to the Python loop on the
 # same tensors, which is enough to see whether it helps.
@@ -52,6 +61,46 @@ def ladder(n: int = LADDER_N) -> dict:
         rows[name] = {"n": n, "ms": r.median_ms, "gbps": r.gbps}
     rows["copy (ceiling)"] = {"n": n, "ms": None, "gbps": copy_gbps(4 * n)}
     return rows
+
+
+def atomics_sweep(n: int = LADDER_N, step: int = 4, per_sm=(0, 32, 256, 2048, 8192)) -> list:
+    """The same grid-stride kernel (``step`` 4: 4-byte loads) on ``n`` floats with ever larger grids: each block adds
+    its partial with one atomic on the one output address, so the grid size is the number of atomics. 0 is the
+    ladder's own grid (as many blocks as fit at once); a grid is never larger than one element per thread, which is
+    step 3's grid. GB/s of each."""
+    import torch
+
+    from . import reduction_kernels as rk
+
+    x = torch.rand(n, device="cuda") - 0.25
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    fit = rk.blocks_per_sm(step)
+    rows = []
+    for k in per_sm:
+        blocks = min(sms * (k or fit), -(-n // rk.THREADS))
+        r = bench(rk.ladder_sum, x, step, k, bytes=4 * n, name=f"{blocks} blocks")
+        rows.append({"blocks_per_sm": k or fit, "blocks": blocks, "atomics": blocks,
+                     "elements_per_thread": n / (blocks * rk.THREADS), "ms": r.median_ms, "gbps": r.gbps})
+    return rows
+
+
+def misaligned_check(n: int = 2**20 + 3) -> list:
+    """Steps 4 and 5 and the workbook's block_sum on views that start 0-3 floats into their storage (x[k:]: 16-byte
+    aligned only for k = 0): each result against float64 torch.sum. GPU."""
+    import torch
+
+    from . import reduction_kernels as rk
+
+    base = torch.rand(n, device="cuda") - 0.25
+    out = []
+    for k in range(4):
+        v = base[k:]
+        want = float(v.double().sum())
+        got = {f"step {s}": float(rk.ladder_sum(v, s)) for s in (4, 5)}
+        got["block_sum"] = float(solutions()["block_sum"](v))
+        out.append({"offset_bytes": 4 * k, "address_mod_16": v.data_ptr() % 16,
+                    "max_rel_error": max(abs(g - want) for g in got.values()) / float(v.abs().sum())})
+    return out
 
 
 def make_tensors(case: dict, seed: int = 0) -> list:
@@ -118,7 +167,31 @@ def time_many(case: dict, with_compile: bool = True, compile_count: int = COMPIL
     r = bench(torch.sum, flat, bytes=nbytes, name="one torch.sum over the concatenation")
     rows["one torch.sum over the concatenation"] = {"ms": r.median_ms, "gbps": r.gbps, "first_call_s": 0.0,
                                                     "count": 1}
+    mine = methods["sum_many (one CUDA launch)"]
+    rows["sum_many (one CUDA launch)"]["host_ms"] = host_call_ms(mine, ts)
     return {"count": len(ts), "bytes": nbytes, "rows": rows}
+
+
+def host_call_ms(fn, *args, reps: int = 20) -> float:
+    """Median ms that one call of ``fn(*args)`` keeps the CPU, started on an idle GPU (synchronized before each call,
+    not after it): what the call costs the host, its kernel not included unless it waits for it."""
+    import torch
+
+    fn(*args)
+    samples = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return sorted(samples)[len(samples) // 2]
+
+
+def time_cases(cases=None, compile_in: str = "seed_case") -> dict:
+    """``time_many`` on each case of ``CASES`` (or the keys given), ``torch.compile`` timed in ``compile_in`` only."""
+    return {key: dict(time_many(CASES[key], with_compile=key == compile_in), case=CASES[key])
+            for key in (cases or CASES)}
 
 
 def busy_fraction(fn, *args) -> dict:

@@ -60,19 +60,37 @@ __global__ void sum_warp_shuffle(const float* __restrict__ x, long long n, float
     if (threadIdx.x == 0) atomicAdd(out, v);
 }
 
-// Step 4: a fixed grid (a few blocks per SM) strides over the whole vector; each thread loads 16 bytes (float4) at a
-// time, adds into a register, and the block reduces once at the end: one atomic per block for the whole vector.
-__global__ void sum_grid_stride_vec4(const float* __restrict__ x, long long n, float* out) {
+// Step 4: a fixed grid (as many blocks as fit on the GPU at once) strides over the whole vector; each thread adds
+// its elements into a register, 4 bytes per load, and the block reduces once at the end: one atomic per block for
+// the whole vector (about a thousand on an H100) instead of one per 256 elements (a million for 1 GiB).
+__global__ void sum_grid_stride(const float* __restrict__ x, long long n, float* out) {
     float acc = 0.0f;
-    long long n4 = n / 4;  // x comes from torch's allocator: 16-byte aligned, so x as float4 is legal
-    const float4* x4 = reinterpret_cast<const float4*>(x);
+    long long stride = (long long)gridDim.x * THREADS;
+#pragma unroll 4  // four independent loads in flight per thread
+    for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += stride) acc += x[i];
+    acc = block_sum_to_thread0(acc);
+    if (threadIdx.x == 0) atomicAdd(out, acc);
+}
+
+// Step 5: step 4 with 16-byte loads (float4): a quarter of the load instructions for the same bytes.
+// A float4 load needs an address that is a multiple of 16. torch's allocator hands out blocks aligned far beyond
+// that, but a view need not start at the beginning of its block: x[1:] starts 4 bytes in, a slice of a bigger
+// tensor anywhere. So the first `head` elements (0 to 3) are added one at a time, until the address is a multiple
+// of 16, then the float4 loop runs, then the last (n - head) % 4 elements one at a time.
+__global__ void sum_grid_stride_vec4(const float* __restrict__ x, long long n, float* out) {
+    long long tid = (long long)blockIdx.x * THREADS + threadIdx.x;
+    long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(x) & 15)) & 15) / 4;
+    if (head > n) head = n;
+    float acc = tid < head ? x[tid] : 0.0f;
+    const float4* x4 = reinterpret_cast<const float4*>(x + head);  // 16-byte aligned now
+    long long n4 = (n - head) / 4;
     long long stride = (long long)gridDim.x * THREADS;
 #pragma unroll 4  // four independent 16-byte loads in flight per thread: enough bytes moving to cover latency
-    for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n4; i += stride) {
+    for (long long i = tid; i < n4; i += stride) {
         float4 q = x4[i];
         acc += (q.x + q.y) + (q.z + q.w);
     }
-    long long tail = 4 * n4 + (long long)blockIdx.x * THREADS + threadIdx.x;  // the last n % 4 elements
+    long long tail = head + 4 * n4 + tid;  // the last (n - head) % 4 elements
     if (tail < n) acc += x[tail];
     acc = block_sum_to_thread0(acc);
     if (threadIdx.x == 0) atomicAdd(out, acc);
@@ -80,10 +98,32 @@ __global__ void sum_grid_stride_vec4(const float* __restrict__ x, long long n, f
 """
 
 BINDING = r"""
+// Blocks of `kernel` (THREADS threads) that can be resident on one SM at once, from the occupancy API.
+static int blocks_that_fit(const void* kernel) {
+    int fit = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, 0));
+    return std::max(1, fit);
+}
+
+static const void* kernel_of_step(int64_t step) {
+    switch (step) {
+        case 1: return (const void*)sum_atomic;
+        case 2: return (const void*)sum_shared_tree;
+        case 3: return (const void*)sum_warp_shuffle;
+        case 4: return (const void*)sum_grid_stride;
+        case 5: return (const void*)sum_grid_stride_vec4;
+    }
+    TORCH_CHECK(false, "ladder_sum: step must be 1, 2, 3, 4 or 5, not ", step);
+    return nullptr;
+}
+
 torch::Tensor ladder_sum(torch::Tensor x, int64_t step, int64_t blocks_per_sm) {
     TORCH_CHECK(x.is_cuda() && x.dtype() == torch::kFloat32 && x.dim() == 1 && x.is_contiguous(),
                 "ladder_sum: x must be a contiguous 1-D float32 CUDA tensor");
-    TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0, "ladder_sum: x must be 16-byte aligned");
+    // Any float32 view is 4-byte aligned (its storage offset counts whole floats); step 5 handles views that are
+    // not 16-byte aligned (x[1:]). Only a float32 view reinterpreted from bytes at an odd offset could fail this.
+    TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 4 == 0,
+                "ladder_sum: x's data starts at an address that is not a multiple of 4 bytes; float loads need it");
     c10::cuda::CUDAGuard guard(x.device());
     auto out = torch::zeros({}, x.options());
     long long n = x.numel();
@@ -92,42 +132,82 @@ torch::Tensor ladder_sum(torch::Tensor x, int64_t step, int64_t blocks_per_sm) {
     long long blocks = (n + THREADS - 1) / THREADS;
     const float* px = x.data_ptr<float>();
     float* po = out.data_ptr<float>();
+    const void* kernel = kernel_of_step(step);
     if (step == 1) sum_atomic<<<blocks, THREADS, 0, stream>>>(px, n, po);
     else if (step == 2) sum_shared_tree<<<blocks, THREADS, 0, stream>>>(px, n, po);
     else if (step == 3) sum_warp_shuffle<<<blocks, THREADS, 0, stream>>>(px, n, po);
-    else if (step == 4) {
-        int sms = 0, fit = 0;
+    else {
+        int sms = 0;
         C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
-        // As many blocks as can be resident at once (one wave, no half-empty second wave), unless told otherwise.
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, sum_grid_stride_vec4, THREADS, 0));
-        long long per_sm = blocks_per_sm > 0 ? blocks_per_sm : std::max(1, fit);
-        long long need = (n / 4 + THREADS - 1) / THREADS;
+        // As many blocks as can be resident at once (one wave, no half-empty second wave), unless told otherwise;
+        // never more than one element (step 4) or one float4 (step 5) per thread.
+        long long per_sm = blocks_per_sm > 0 ? blocks_per_sm : blocks_that_fit(kernel);
+        long long need = step == 4 ? blocks : (n / 4 + THREADS - 1) / THREADS;
         long long grid = std::max(1LL, std::min((long long)sms * per_sm, need));
-        sum_grid_stride_vec4<<<grid, THREADS, 0, stream>>>(px, n, po);
-    } else TORCH_CHECK(false, "ladder_sum: step must be 1, 2, 3 or 4");
+        if (step == 4) sum_grid_stride<<<grid, THREADS, 0, stream>>>(px, n, po);
+        else sum_grid_stride_vec4<<<grid, THREADS, 0, stream>>>(px, n, po);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+
+// What the occupancy API says for one step's kernel: blocks of THREADS threads resident per SM.
+int64_t ladder_blocks_per_sm(int64_t step) {
+    return blocks_that_fit(kernel_of_step(step));
+}
 """
 
-CPP = "torch::Tensor ladder_sum(torch::Tensor x, int64_t step, int64_t blocks_per_sm);"
+CPP = ("torch::Tensor ladder_sum(torch::Tensor x, int64_t step, int64_t blocks_per_sm);\n"
+       "int64_t ladder_blocks_per_sm(int64_t step);")
 
-STEPS = {1: "naive atomics", 2: "shared-memory tree", 3: "warp shuffles", 4: "grid-stride, float4 loads"}
-KERNEL_OF_STEP = {1: "sum_atomic", 2: "sum_shared_tree", 3: "sum_warp_shuffle", 4: "sum_grid_stride_vec4"}
+STEPS = {1: "naive atomics", 2: "shared-memory tree", 3: "warp shuffles", 4: "grid-stride, 4-byte loads",
+         5: "grid-stride, float4 loads"}
+KERNEL_OF_STEP = {1: "sum_atomic", 2: "sum_shared_tree", 3: "sum_warp_shuffle", 4: "sum_grid_stride",
+                  5: "sum_grid_stride_vec4"}
 
 
 def build(verbose: bool = False):
     """The ladder's extension (GPU mode); NeedsGPU in CPU mode after compile-checking the kernels."""
     from gpucourse import cuda_build
 
-    return cuda_build.build("reduction_ladder", KERNELS, BINDING, CPP, ["ladder_sum"], verbose=verbose)
+    return cuda_build.build("reduction_ladder", KERNELS, BINDING, CPP, ["ladder_sum", "ladder_blocks_per_sm"],
+                            verbose=verbose)
 
 
 def ladder_sum(x, step: int, blocks_per_sm: int = 0):
-    """Sum ``x`` (contiguous 1-D float32 on the GPU) with the kernel of ``step`` (1 to 4); a 0-d tensor.
+    """Sum ``x`` (contiguous 1-D float32 on the GPU, any alignment) with the kernel of ``step`` (1 to 5); a 0-d
+    tensor.
 
-    ``blocks_per_sm`` (step 4): blocks per SM in the grid; 0 asks the occupancy API how many fit at once."""
+    ``blocks_per_sm`` (steps 4 and 5): blocks per SM in the grid; 0 asks the occupancy API how many fit at once.
+    A larger grid means more blocks, each adding its partial with one atomic (``measure.atomics_sweep``)."""
     return build().ladder_sum(x, int(step), int(blocks_per_sm))
+
+
+def blocks_per_sm(step: int) -> int:
+    """Blocks of THREADS threads of ``step``'s kernel that the occupancy API says fit on one SM at once (GPU)."""
+    return int(build().ladder_blocks_per_sm(int(step)))
+
+
+# Per-SM limits of compute capability 9.0 (the CUDA C++ Programming Guide's table of compute capabilities; the
+# occupancy calculator's register allocation unit of 256 per warp): what residency is computed from below.
+SM90_LIMITS = {"registers": 65536, "threads": 2048, "blocks": 32, "register_unit_per_warp": 256}
+
+
+def residency(registers: int, threads_per_block: int = THREADS, limits: dict = SM90_LIMITS) -> dict:
+    """Blocks (and threads) of a kernel resident on one SM, as limited by registers and by the thread and block
+    caps (shared memory is not a limit for the ladder's kernels: at most 1 KiB per block).
+
+    Registers are allocated per warp, rounded up to ``register_unit_per_warp``, and residency is per *block*: a
+    block is resident with all of its warps or not at all, so the register limit is rounded down to whole blocks."""
+    unit = limits["register_unit_per_warp"]
+    per_warp = -(-registers * 32 // unit) * unit
+    warps_per_block = -(-threads_per_block // 32)
+    by_registers = limits["registers"] // (per_warp * warps_per_block)
+    by_threads = limits["threads"] // threads_per_block
+    blocks = min(by_registers, by_threads, limits["blocks"])
+    limit = "registers" if blocks == by_registers and by_registers < by_threads else "threads per SM"
+    return {"registers_per_warp": per_warp, "blocks": blocks, "threads": blocks * threads_per_block,
+            "by_registers": by_registers, "by_threads": by_threads, "limited_by": limit}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
