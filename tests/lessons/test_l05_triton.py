@@ -247,3 +247,88 @@ def test_hopper_scratch_memory_goes_on_the_given_device():
 
     scratch = hopper_matmul.scratch_allocator(torch.device("cpu"))(128, 16, None)
     assert scratch.device == torch.device("cpu") and scratch.numel() == 128 and scratch.dtype == torch.int8
+
+
+# --- the reference solutions off the benchmark shape (issue #18 §4): every path of the softmax, the matmul's configs
+
+@pytest.mark.parametrize("rows,cols,dtype,layout", [
+    (37, 100, "float32", "contiguous"),       # narrow: several rows per program; 100 = 4 x 25, a 16-byte hint
+    (5, 128, "bfloat16", "contiguous"),       # narrow rows, fewer rows than one program takes
+    (9, 1000, "float16", "every other row"),  # width 1000: the 16-byte hint with strided rows
+    (3, 999, "float16", "contiguous"),        # no hint possible
+    (2, 20000, "float32", "column slice"),    # wider than 16384: the split path, strided rows
+    (1, 40000, "float16", "contiguous"),      # one huge row
+    (4, 5000, "float32", "contiguous"),       # the exercise's one-row kernel
+])
+def test_reference_softmax_every_path_matches_torch(rows, cols, dtype, layout):
+    import torch
+
+    softmax = cached_solutions("05_triton")["softmax"]
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(rows * cols)
+    full = torch.randn(rows * 2, cols + 24, generator=gen) * 4
+    x = {"contiguous": full[:rows, :cols], "every other row": full[::2, :cols],
+         "column slice": full[:rows, :cols]}[layout]
+    if layout == "contiguous":
+        x = x.contiguous()
+    x = x.to(dt).to(gpucourse.torch_device())
+    want = torch.softmax(x.double(), dim=-1)
+    got = softmax(x)
+    assert got.dtype == dt and got.shape == x.shape
+    tol = dict(rtol=1e-5, atol=1e-7) if dt == torch.float32 else dict(rtol=1e-2, atol=1e-4)
+    torch.testing.assert_close(got.double(), want, **tol)
+
+
+def test_softmax_vector_width_is_only_claimed_where_it_holds():
+    import torch
+
+    ns = cached_solutions("05_triton")
+    width = ns["vector_width"]
+    h = torch.zeros(4, 1000, dtype=torch.float16)
+    assert width(h, torch.empty_like(h), 1000) == 8           # 1000 = 8 x 125: rows start on 16-byte boundaries
+    assert width(h[:, :999], torch.empty(4, 999, dtype=torch.float16), 999) == 1
+    big = torch.zeros(4, 1004, dtype=torch.float16)
+    assert width(big[:, :1000], torch.empty(4, 1000, dtype=torch.float16), 1000) == 4  # row stride 1004 = 4 x 251
+    assert width(h.t(), torch.empty(1000, 4, dtype=torch.float16), 4) == 1             # columns not contiguous
+    assert width(torch.zeros(3, 100), torch.empty(3, 100), 100) == 4                   # fp32: 4 per 16 bytes
+
+
+def test_matmul_configs_are_chosen_by_shape():
+    ns = cached_solutions("05_triton")
+    pick, row_alignment = ns["configs_for_shape"], ns["row_alignment"]
+    if ns["INTERPRETED"]:
+        configs = ns["matmul_configs"]()
+        assert pick(configs, {"M": 16, "N": 8192}) == configs  # one config in the interpreter: nothing to choose
+    else:
+        configs = ns["matmul_configs"]()
+
+        def shapes(m, n):
+            return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in pick(configs, {"M": m, "N": n})}
+
+        assert all(bm <= 32 for bm, _ in shapes(16, 8192))
+        assert shapes(1000, 1000) == {(64, 64), (64, 128), (128, 64), (128, 128)}
+        assert (128, 256) in shapes(8192, 8192)
+    import torch
+
+    def args(m, n, k, dtype=torch.bfloat16, b_t=False):
+        a = torch.zeros(m, k, dtype=dtype)
+        b = torch.zeros(n, k, dtype=dtype).t() if b_t else torch.zeros(k, n, dtype=dtype)
+        return {"a_ptr": a, "stride_am": a.stride(0), "stride_bk": b.stride(0)}
+
+    assert row_alignment(args(1000, 1000, 1000)) == 8
+    assert row_alignment(args(500, 500, 500)) == 4
+    assert row_alignment(args(33, 33, 33)) == 1
+    assert row_alignment(args(64, 64, 64, b_t=True)) == 1  # b transposed: its k stride is 1, no row hint
+    assert row_alignment(args(64, 64, 64, dtype=torch.float32)) == 4
+
+
+def test_the_lesson_registers_its_off_shape_and_fused_epilogue_benchmarks():
+    from gpucourse import benchmarks
+
+    reg = benchmarks.registry()
+    for name in ("triton05_offshape", "triton05_fused_epilogue", "triton05_matmul", "triton05_softmax"):
+        assert reg[name]["lesson"] == "05"
+    from gpucourse.lessons.l05_triton import bench
+
+    assert bench.SOFTMAX_SHAPES == [(65536, 128, "bfloat16"), (32768, 1000, "float16"), (1, 100000, "float32")]
+    assert bench.MATMUL_SHAPES == [(1000, 1000, 1000), (16, 8192, 8192)]
