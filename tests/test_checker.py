@@ -19,9 +19,29 @@ def test_registry():
     ex = get("vector_add")
     assert ex.kind == "triton" and ex.function == "vector_add" and ex.perf.target == 0.8
     names = [c.name for c in ex.cases]
-    assert any("1023" in n for n in names) and any("1025" in n for n in names) and any("strided" in n for n in names)
+    assert {"n=1", "n just below a power of two", "n just above a power of two", "strided x[::step]",
+            "large"} <= set(names)
     with pytest.raises(KeyError, match="known exercises"):
         get("nope")
+
+
+def test_sizes_are_drawn_per_run_from_each_class():
+    """A case's size class gives a different size for different secret seeds, the same for the same seed, and
+    always one of its class; the seed never reaches the learner (the grader sends only the tensors)."""
+    ex = get("vector_add")
+    below = ex.case("n just below a power of two")
+    sizes = {checker.make_case(ex, below, seed, 1)[0][0]["shape"][0] for seed in range(40)}
+    assert len(sizes) >= 5 and all(any(n == 2**k - d for k in range(9, 13) for d in (1, 2, 3)) for n in sizes)
+    assert checker.make_case(ex, below, 7, 1)[0][0]["shape"] == checker.make_case(ex, below, 7, 1)[0][0]["shape"]
+    above = {checker.drawn_case(ex.case("n just above a power of two"), s, 2).params["n"] for s in range(40)}
+    assert len(above) >= 5 and all(any(n == 2**k + d for k in range(9, 13) for d in (1, 2, 3)) for n in above)
+    strided = checker.drawn_case(ex.case("strided x[::step]"), 3, 4)
+    assert checker.drawn_note(ex, strided) == f"sizes drawn for this run: n={strided.params['n']}, " \
+                                             f"step={strided.params['step']}"
+    assert checker.drawn_note(ex, ex.case("n=1")) == ""  # a fixed edge class stays fixed
+    if not gpucourse.on_gpu():  # more rows than any round grid cap (1024) in CPU mode too
+        rows = {checker.drawn_case(get("softmax").case("many rows"), s, 10).params["rows"] for s in range(20)}
+        assert min(rows) > 1024 and len(rows) > 1
 
 
 def test_check_is_exported():
@@ -96,7 +116,7 @@ def test_modified_input_is_caught():
 def test_kernel_not_launched_message(capsys):
     r = checker.check("vector_add", lambda x, y: x + y)
     assert r.status == "failed"
-    assert all("no Triton kernel was launched" in c.problems[-1] for c in r.cases)
+    assert all("no Triton kernel was launched" in c.problems[0] for c in r.cases)
     assert "x + y do not count" in capsys.readouterr().out
 
 

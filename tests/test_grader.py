@@ -73,9 +73,13 @@ def test_failed_checks_say_which_case(graded):
     _, report, _, _ = graded
     (r,) = [r for r in report["results"] if r["submission"].endswith("wrong_unwritten_tail.py")]
     names = [c["name"] for c in r["checks"]]
-    assert names == ["n=1", "n=1023", "n=1025", "n=3001 (not a power of two)", "strided x[::2], n=777", "large"]
-    tail = next(c for c in r["checks"] if c["name"] == "n=1023")
-    assert not tail["passed"] and "the tail from index 768" in tail["detail"]
+    assert names == ["n=1", "n just below a power of two", "n just above a power of two", "n not a power of two",
+                     "strided x[::step]", "large"]
+    tail = next(c for c in r["checks"] if c["name"] == "n just below a power of two")
+    # The size is drawn for the run and said in the detail; the grid of n // 256 programs leaves the rest unwritten.
+    n = int(re.search(r"sizes drawn for this run: n=(\d+)", tail["detail"]).group(1))
+    assert not tail["passed"] and f"the tail from index {n // 256 * 256}" in tail["detail"], tail["detail"]
+    assert any(n == 2**k - d for k in range(9, 13) for d in (1, 2, 3)), n
 
 
 def test_csv_one_row_per_submission(graded):

@@ -9,6 +9,8 @@ feedback, not proof: the batch grader (``gpucourse grade``) is what an instructo
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import os
 import sys
@@ -19,6 +21,7 @@ import warnings
 import torch
 
 from .. import device as _device
+from .exercise import drawn, has_draws, resolve
 from .exercise import get as _get_exercise
 from . import compare, guards, launches
 
@@ -97,8 +100,28 @@ def case_seed(seed: int, index: int) -> int:
     return (seed + 7919 * index) % (2**63 - 1)
 
 
+def drawn_case(case, seed: int, index: int):
+    """``case`` with the sizes its parameters draw (:class:`exercise.Draw`) drawn for this run: the same for the same
+    secret seed, fresh for every run."""
+    if not has_draws(case.params):
+        return case
+    gen = torch.Generator().manual_seed(case_seed(seed, index) ^ 0x5DEECE66D)
+    return dataclasses.replace(case, params=resolve(case.params, gen))
+
+
+def drawn_note(ex, case) -> str:
+    """"sizes drawn for this run: n=1021" for a case that draws sizes (``case``: the drawn one), else ""."""
+    try:
+        spec = ex.case(case.name)
+    except KeyError:
+        return ""
+    what = drawn(spec.params, case.params)
+    return f"sizes drawn for this run: {what}" if what else ""
+
+
 def make_case(ex, case, seed: int, index: int) -> tuple:
     """(arguments as guarded CPU buffers, expected output) for one case. The reference runs on private copies."""
+    case = drawn_case(case, seed, index)
     gen = torch.Generator().manual_seed(case_seed(seed, index))
     raw = ex.make_inputs(case.params, gen)
     args = [guards.guarded(a) if isinstance(a, torch.Tensor) else {"value": a} for a in raw]
@@ -144,8 +167,10 @@ def judge_case(judge, fn, params: dict, seed: int) -> list:
     return [str(p) for p in judge(fn, params, seed)]
 
 
-def run_call(ex, fn, args: list) -> dict:
+def run_call(ex, fn, args: list, skip_launches: bool = False) -> dict:
     """Call ``fn`` once on ``args`` (guarded buffers on the device): poisoned allocations, launches and ops counted.
+    In a Triton or CUDA exercise the compute ops used on the inputs (or on data derived from them) are counted too
+    (``uses``, see launches.py). ``skip_launches``: Triton launches are counted but not run.
 
     Exceptions from ``fn`` propagate to the caller (which shows them as the learner's traceback).
     """
@@ -155,17 +180,22 @@ def run_call(ex, fn, args: list) -> dict:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-    with guards.poisoned_allocations() as records, launches.counting_triton() as triton_launches, \
-            launches.recording_ops() as ops, warnings.catch_warnings():
+    values = call_values(args)
+    uses, course = collections.Counter(), collections.Counter()
+    inputs = values if ex.kind in ("triton", "cuda") else None
+    skip = launches.skipping() if skip_launches else contextlib.nullcontext()
+    with guards.poisoned_allocations() as records, launches.counting_triton(course) as triton_launches, \
+            launches.recording_ops(inputs, uses, getattr(ex, "allowed_ops", ())) as ops, skip, \
+            warnings.catch_warnings():
         # Triton's interpreter evaluates every lane in NumPy, the masked-off ones too (exp of a -inf padding lane,
         # say): its overflow warnings are not the learner's, and a passing check must not print them.
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
         if count_cuda:
             with launches.counting_cuda() as cuda_launches:
-                out = fn(*call_values(args))
+                out = fn(*values)
         else:
             cuda_launches = {}
-            out = fn(*call_values(args))
+            out = fn(*values)
         if _device.on_gpu():
             torch.cuda.synchronize()
     extra = None
@@ -173,7 +203,8 @@ def run_call(ex, fn, args: list) -> dict:
         extra = torch.cuda.max_memory_allocated() - base if _device.on_gpu() else \
             sum(buf.numel() * buf.element_size() for buf, _ in records)
     return {"out": out, "triton_launches": dict(triton_launches), "cuda_launches": dict(cuda_launches),
-            "ops": dict(ops), "overruns": guards.overruns(records), "extra_bytes": extra}
+            "ops": dict(ops), "uses": dict(uses), "course_launches": dict(course),
+            "overruns": guards.overruns(records), "extra_bytes": extra}
 
 
 def memory_problem(ex, args: list, calls: list) -> list:
@@ -241,6 +272,16 @@ def run_case(ex, fn, args: list) -> dict:
     # Problems found during the calls travel with the overruns (the batch grader's worker forwards that list).
     outcome["overruns"] = list(outcome["overruns"]) + memory_problem(ex, args, calls)
     outcome["aliasing"] = aliasing(args, outcome["out"], outcome["out2"])
+    for c in calls[1:]:  # what either call used or launched
+        for key in ("uses", "course_launches"):
+            for k, v in c[key].items():
+                outcome[key][k] = max(outcome[key].get(k, 0), v)
+    outcome["noop_out"] = None
+    if ex.kind == "triton":  # last: an autotuner has cached its choice on the real calls
+        try:
+            outcome["noop_out"] = run_call(ex, fn, clone_args(args), skip_launches=True)["out"]
+        except Exception:  # noqa: BLE001 - it needs what its kernels compute: as it should
+            pass
     return outcome
 
 
@@ -314,9 +355,66 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
     if forbidden:
         problems.append(f"calls {', '.join(forbidden)}: this exercise asks for your own kernel to compute the answer, "
                         f"not this torch op (a kernel launched beside it does not count)")
+    problems += use_problems(ex, outcome)
+    if is_tensor_answer and n_launch:  # with no launch at all, "no Triton kernel was launched" says it
+        problems += noop_problem(ex, expected, out, outcome.get("noop_out"))
     if ex.max_launches is not None and n_launch > ex.max_launches:
         problems.append(f"launched {n_launch} kernels per call; at most {ex.max_launches} allowed")
     return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, bad_mask=mask)
+
+
+# What a use of a torch op on the inputs means, for the ops a learner is likely to reach for.
+_USE_HINTS = {"aten._local_scalar_dense": ".item()/float()/int() reads values on the host",
+              "aten._to_copy (to another device)": "a copy to another device (.cpu(), .to(...)) to compute there"}
+
+
+def use_problems(ex, outcome: dict) -> list:
+    """The problems with the torch ops a Triton or CUDA exercise's call used on its inputs (or on data derived from
+    them), and with launches of the course's own kernels."""
+    problems = []
+    uses = sorted(outcome.get("uses") or {})
+    if uses and ex.kind in ("triton", "cuda"):
+        named = ", ".join(f"{u} ({_USE_HINTS[u]})" if u in _USE_HINTS else u for u in uses[:6])
+        more = f" and {len(uses) - 6} more" if len(uses) > 6 else ""
+        allowed = (f"; only {', '.join(ex.allowed_ops)} may be used, on your kernels' results" if ex.allowed_ops
+                   else "")
+        problems.append(f"uses torch to compute on the inputs or on what was derived from them: {named}{more}. "
+                        f"Your own kernel must compute the answer (allocation, views, copies and fills are "
+                        f"fine{allowed})")
+    course = sorted(outcome.get("course_launches") or {})
+    if course:
+        problems.append(f"launched the course's own kernel{'s' if len(course) > 1 else ''} {', '.join(course[:4])} "
+                        f"(defined in the gpucourse package): write and launch your own")
+    return problems
+
+
+# Of the elements a zero answer gets wrong, the share that may come out right with every launch skipped (a
+# torch.full/ones initialisation agreeing by chance); more than that was not computed by a kernel.
+NOOP_SHARE = 0.25
+
+
+def noop_problem(ex, expected, out, noop) -> list:
+    """The problem when the output of the call made with every Triton launch skipped (``noop``: what a launch that
+    did nothing leaves) is the answer: the kernels did not compute it. Counted over the elements that a zero answer
+    would get wrong, so an output allocated with torch.zeros, or a little agreement by chance, is not it."""
+    if ex.kind != "triton" or not isinstance(noop, torch.Tensor) or not isinstance(out, torch.Tensor) or \
+            compare.dense_problem(noop) is not None or tuple(noop.shape) != tuple(expected.shape) or \
+            noop.dtype != expected.dtype:
+        return []
+    tol = ex.tolerance_for(expected.dtype)
+    e, n = expected.detach().cpu().to(torch.float64), noop.detach().cpu().to(torch.float64)
+    atol = tol.atol_scale * float(e.abs().max()) if e.numel() else 0.0
+    limit = atol + tol.rtol * e.abs()
+    nonzero = e.abs() > limit  # where a zero would be wrong
+    if not bool(nonzero.any()):
+        return []
+    right = ((n - e).abs() <= limit) & nonzero
+    share = float(right.sum()) / float(nonzero.sum())
+    if share <= NOOP_SHARE:
+        return []
+    return [f"the output does not come from your kernels: with every Triton launch skipped (a launch that does "
+            f"nothing), your function still returned {share:.0%} of the answer's elements right. It was computed "
+            f"outside your kernel (torch, NumPy, Python): compute it in the kernel you launch"]
 
 
 def learner_traceback(exc: BaseException) -> str:
@@ -448,6 +546,7 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
             if problems:
                 status = "failed"
             continue
+        case = drawn_case(case, seed, index)
         try:
             args, expected = make_case(ex, case, seed, index)
             dev_args = to_device(args, dev)
@@ -466,6 +565,8 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
         except Exception as exc:
             raise CheckerError(f"internal checker error evaluating case {case.name!r} of {ex.id!r} (not your "
                                f"fault; please report it): {exc!r}") from exc
+        if not verdict.passed and drawn_note(ex, case):
+            verdict.problems.append(drawn_note(ex, case))
         results.append(verdict)
         if not verdict.passed:
             status = "failed"

@@ -27,6 +27,94 @@ class Case:
     params: dict
 
 
+class Draw:
+    """A size drawn fresh for every run from a class of sizes, e.g. ``below_pow2(8, 12)``: 255, 510, 1023...
+
+    Cases name the class ("just below a power of two") and give a Draw in place of a number in their ``params`` (a
+    value or an element of a shape tuple); the checker and the grader replace every Draw with a number drawn from the
+    run's secret seed before ``make_inputs`` sees the parameters (:func:`resolve`). The batch grader draws in its own
+    process and sends the worker only the tensors, so a submission cannot learn the sizes before it is called, and a
+    kernel right only on the sizes a spec lists fails."""
+
+    def __init__(self, describe: str, pick: Callable):
+        self.describe, self._pick = describe, pick
+
+    def draw(self, gen) -> int:
+        return int(self._pick(gen))
+
+    def __repr__(self) -> str:
+        return f"<{self.describe}>"
+
+
+def _randint(gen, lo: int, hi: int) -> int:
+    """An integer in [lo, hi], from a torch.Generator."""
+    import torch
+
+    return int(torch.randint(lo, hi + 1, (1,), generator=gen))
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def between(lo: int, hi: int, odd: bool = False, step: int = 1) -> Draw:
+    """Any size in [lo, hi] that is not a power of two (odd only, with ``odd``: no block size divides it; a multiple
+    of ``step`` from ``lo`` with ``step``, e.g. whole quantization groups)."""
+    def pick(gen):
+        while True:
+            n = lo + step * _randint(gen, 0, (hi - lo) // step)
+            if odd and n % 2 == 0:
+                n = n + 1 if n < hi else n - 1
+            if not _is_pow2(n) or lo == hi:
+                return n
+    return Draw(f"{'odd ' if odd else ''}size in [{lo}, {hi}]" + (f" step {step}" if step > 1 else ""), pick)
+
+
+def below_pow2(lo_exp: int, hi_exp: int, most: int = 3) -> Draw:
+    """2**k - d for k in [lo_exp, hi_exp] and d in [1, most]: just below a power of two (a last block short by a
+    little)."""
+    return Draw(f"2**[{lo_exp}..{hi_exp}] - [1..{most}]",
+                lambda gen: 2 ** _randint(gen, lo_exp, hi_exp) - _randint(gen, 1, most))
+
+
+def above_pow2(lo_exp: int, hi_exp: int, most: int = 3) -> Draw:
+    """2**k + d for k in [lo_exp, hi_exp] and d in [1, most]: just above a power of two (one more, nearly empty
+    block)."""
+    return Draw(f"2**[{lo_exp}..{hi_exp}] + [1..{most}]",
+                lambda gen: 2 ** _randint(gen, lo_exp, hi_exp) + _randint(gen, 1, most))
+
+
+def one_of(*values: int) -> Draw:
+    """One of ``values`` (e.g. a stride of 2 or 3)."""
+    return Draw(f"one of {values}", lambda gen: values[_randint(gen, 0, len(values) - 1)])
+
+
+def resolve(params, gen):
+    """``params`` with every :class:`Draw` (in values, tuples and lists) replaced by a number drawn from ``gen``."""
+    if isinstance(params, Draw):
+        return params.draw(gen)
+    if isinstance(params, dict):
+        return {k: resolve(v, gen) for k, v in params.items()}
+    if isinstance(params, (tuple, list)):
+        return type(params)(resolve(v, gen) for v in params)
+    return params
+
+
+def has_draws(params) -> bool:
+    if isinstance(params, Draw):
+        return True
+    if isinstance(params, dict):
+        return any(has_draws(v) for v in params.values())
+    if isinstance(params, (tuple, list)):
+        return any(has_draws(v) for v in params)
+    return False
+
+
+def drawn(case_params: dict, resolved: dict) -> str:
+    """The drawn values of a case, as "n=1021" or "shape=(37, 1029)" (empty when the case draws nothing)."""
+    return ", ".join(f"{k}={resolved[k]}" for k, v in case_params.items() if has_draws(v))
+
+
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
     """``|got - expected| <= atol + rtol * |expected|`` elementwise, with ``atol = atol_scale * max|expected|``.
@@ -92,7 +180,12 @@ class Exercise:
     tolerance: dict = dataclasses.field(default_factory=dict)  # dtype name -> Tolerance, overriding the defaults
     determinism: str | None = "bitwise"  # run twice on the same inputs: "bitwise", "tolerance" or None
     reference_ops: tuple = ()  # aten op prefixes (e.g. "aten.add") whose use is flagged for a human look
-    forbidden_ops: tuple = ()  # aten op prefixes that fail a case when called (the answer must be the learner's kernel)
+    forbidden_ops: tuple = ()  # aten op prefixes that fail a case when called on anything (e.g. attention, fp8 GEMMs)
+    # Kinds "triton" and "cuda": torch compute ops on the inputs, or on anything derived from them (copies, views,
+    # what a launched kernel wrote), fail the case; allocation, views, copies and fills are allowed (launches.py:
+    # FREE_OPS). ``allowed_ops`` names the aten ops (e.g. "aten.sum") allowed on derived results, never on the inputs
+    # themselves, e.g. a final sum of per-block partials; the exercise's statement says so.
+    allowed_ops: tuple = ()
     max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
     gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint

@@ -103,6 +103,8 @@ SUSPICIOUS = [  # (regex, why a human should look)
     (r"gpucourse\s*\.\s*grading|from\s+gpucourse\s+import\s+grading|gpucourse\s*\.\s*lessons\b[\w.]*\.\s*exercises|"
      r"\bexercises\s+import\b",
      "reaches into the grader or the exercise specs"),
+    (r"gpucourse\s*\.\s*lessons\b|from\s+gpucourse\s+import\s+lessons\b",
+     "imports the course's lessons (the instructor's own kernels and helpers)"),
     (r"\bos\s*\.\s*_exit\b|\bos\s*\.\s*kill\b|\bsignal\s*\.", "exits or signals the process itself"),
     (r"\bctypes\b|\bcffi\b", "uses ctypes/cffi (raw memory access)"),
     (r"/proc/|\bos\s*\.\s*(write|fdopen|dup2?)\b|\bfdopen\b", "writes to raw file descriptors or reads /proc"),
@@ -115,7 +117,7 @@ SUSPICIOUS = [  # (regex, why a human should look)
      "monkeypatches the course's helpers (what judges rely on)"),
     (r"DisableTorchFunction|_disable_torch_function|torch_function_stack|_set_torch_function_state|"
      r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__|torch\.library|\btorch\._C\b|"
-     r"set_sync_debug_mode",
+     r"set_sync_debug_mode|function_mode_stack|dispatch_mode_stack",
      "hooks into or switches off torch's dispatch (modes, torch.library, torch._C): the sync detector relies on it"),
     (r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)|\bgc\s*\.\s*callbacks|\bweakref\b|"
      r"\bthreading\b|\b_thread\b|\bdef\s+__del__", "installs hooks or threads that run code later"),
@@ -257,12 +259,14 @@ def _outcome(msg: dict, n_args: int) -> dict:
     try:
         out, out_device = _unpack(msg["out"])
         out2 = _unpack(msg["out2"])[0] if msg.get("out2") is not None else None
+        noop = _unpack(msg["noop_out"])[0] if msg.get("noop_out") is not None else None
         buffers = list(msg.get("buffers_after") or [])
         if len(buffers) != n_args or any(b is not None and type(b) is not torch.Tensor for b in buffers):
             raise protocol.Malformed("input buffers missing")
-        return {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers,
+        return {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers, "noop_out": noop,
                 "triton_launches": _counts(msg.get("triton_launches")),
                 "cuda_launches": _counts(msg.get("cuda_launches")), "ops": _counts(msg.get("ops")),
+                "uses": _counts(msg.get("uses")), "course_launches": _counts(msg.get("course_launches")),
                 "overruns": [str(s) for s in list(msg.get("overruns") or [])[:10]],
                 "aliasing": [str(s) for s in list(msg.get("aliasing") or [])[:10]]}
     except (KeyError, TypeError, ValueError, RuntimeError, OverflowError) as exc:
@@ -478,6 +482,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             result.checks.append({"name": case.name, "passed": not problems,
                                   "detail": "ok" if not problems else "\n".join(p[:2000] for p in problems[:50])})
             continue
+        case = checker.drawn_case(case, seed, index)  # sizes drawn here: the worker sees only the tensors
         args, expected = checker.make_case(ex, case, seed, index)
         with gpu_held():
             protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
@@ -494,6 +499,8 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         verdict = checker.evaluate(ex, case, args, expected, outcome, dev_type)
         problems = _meta_problem(expected, out) or verdict.problems
         passed = verdict.passed and not _meta_problem(expected, out)
+        if not passed and checker.drawn_note(ex, case):
+            problems = problems + [checker.drawn_note(ex, case)]
         result.checks.append({"name": case.name, "passed": passed,
                               "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}"
                                                                                   for h in verdict.hints])})

@@ -75,6 +75,7 @@ class Snapshot:
         self.contents = {}  # (module name, key) -> copy of a dict/list/set's contents (deep modules)
         self.functions = {}  # id -> (function, (code, defaults, kwdefaults)); kept alive through self.modules
         self.classes = {}  # class -> dict copy
+        self.objects = {}  # id -> (object held by a course module, "module.attr", its methods set on the instance)
         for name, module in list(sys.modules.items()):
             course = _is_course(name)
             deep = course or name in DEEP_MODULES
@@ -85,6 +86,8 @@ class Snapshot:
             for key, value in attrs.items():
                 if deep and isinstance(value, _CONTAINERS) and (course or key.startswith("_global")):  # torch: hooks
                     self.contents[(name, key)] = value.copy()
+                if course and _plain_object(value):
+                    self.objects[id(value)] = (value, f"{name}.{key}", _callables(value))
                 self._note(value, name)
         self.threads = set(threading.enumerate())
         self.trace, self.profile = sys.gettrace(), sys.getprofile()
@@ -171,6 +174,17 @@ class Snapshot:
                     _del_class_attr(cls, key)
                     if _inherited(cls, key) is not now:  # re-setting what it inherited (guards.py does) is no change
                         changed.append(f"{_qualname(cls)}.{key} (added)")
+        for obj, where, methods in self.objects.values():  # e.g. the stand-in device queue's put/join replaced
+            current = _instance_dict(obj)
+            if current is None:
+                continue
+            for key in [k for k, v in current.items() if callable(v) and k not in methods]:
+                del current[key]
+                changed.append(f"{where}.{key} (a method set on the object)")
+            for key, value in methods.items():
+                if current.get(key, _MISSING) is not value:
+                    current[key] = value
+                    changed.append(f"{where}.{key} (a method set on the object)")
         for fn, state in self.functions.values():
             if any(now is not then for now, then in zip(_function_state(fn), state)):
                 for field, value in zip(_FUNC_FIELDS, state):
@@ -264,6 +278,26 @@ def _stand_in_gpu(t) -> bool:
 
     args = getattr(t, "_args", ()) if type(t) is threading.Thread else ()
     return getattr(t, "_target", None) is _QUEUE_WORKER and len(args) == 1 and type(args[0]) is queue.Queue
+
+
+def _instance_dict(obj):
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    return d if type(d) is dict else None
+
+
+def _plain_object(value) -> bool:
+    """An instance (not a module, class, function or container) whose own ``__dict__`` could hold replaced methods:
+    the course's stand-in device queue, a detector's state."""
+    return not isinstance(value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+                                  types.MethodType, *_CONTAINERS, str, bytes, int, float, complex, tuple)) and \
+        value is not None and _instance_dict(value) is not None
+
+
+def _callables(obj) -> dict:
+    return {k: v for k, v in (_instance_dict(obj) or {}).items() if callable(v)}
 
 
 def _differs(value, saved) -> bool:

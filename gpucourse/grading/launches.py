@@ -3,9 +3,14 @@
 Triton kernels are launched as ``kernel[grid](...)``, which calls ``run`` on the kernel object: ``JITFunction.run``
 when compiling for a GPU, ``InterpretedFunction.run`` under ``TRITON_INTERPRET=1``. Both names exist from Triton 3.0
 through 3.9 (checked in 3.6 and 3.9); :func:`install` wraps whichever exist, once, and counts launches by kernel name.
-Autotuned and heuristics-wrapped kernels end in the same ``run``. Aten ops are recorded with a TorchDispatchMode, so
-"the learner called torch.add in an exercise about writing an add kernel" becomes a flag for a human to look at.
-CUDA C++ kernels (kind "cuda") are counted with the torch profiler, on a GPU only.
+Autotuned and heuristics-wrapped kernels end in the same ``run``. Kernels defined inside the course's package (its
+lessons' own solutions) are counted apart: launching them is not writing a kernel. Aten ops are recorded with a
+TorchDispatchMode (:class:`Watch`), which also follows the data: the exercise's inputs, everything copied or viewed
+from them and every tensor a kernel launch was given are "derived", and a compute op on derived data (anything but
+allocation, views, copies and fills: :data:`FREE_OPS`) is a use that fails a Triton or CUDA exercise ("the learner
+added with torch and launched an empty kernel beside it"). The launch itself can be skipped (:func:`skipping`), for
+the checker's "what would a launch that did nothing leave" call. CUDA C++ kernels (kind "cuda") are counted with the
+torch profiler, on a GPU only.
 """
 from __future__ import annotations
 
@@ -14,8 +19,13 @@ import contextlib
 import functools
 import importlib
 
+import os
+
 _counts: collections.Counter = collections.Counter()
+_course_counts: collections.Counter = collections.Counter()  # launches of kernels defined in the course's package
 _installed = False
+_state = {"skip": False, "depth": 0, "watch": None}  # skip launches; launches in progress; the Watch recording
+_COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../gpucourse/
 _TARGETS = (("triton.runtime.jit", "JITFunction"), ("triton.runtime.interpreter", "InterpretedFunction"))
 
 
@@ -24,12 +34,31 @@ def _kernel_name(kernel) -> str:
     return getattr(fn, "__name__", None) or getattr(kernel, "__name__", None) or type(kernel).__name__
 
 
+def is_course_kernel(kernel) -> bool:
+    """Whether a Triton kernel's Python function was defined in a file of the course's package."""
+    fn = getattr(kernel, "fn", None)
+    while fn is not None and not hasattr(fn, "__code__") and hasattr(fn, "fn"):  # autotuner -> heuristics -> jit
+        fn = fn.fn
+    code = getattr(fn, "__code__", None)
+    return bool(code) and os.path.abspath(code.co_filename).startswith(_COURSE_DIR)
+
+
 def _wrap(orig):
     @functools.wraps(orig)
     def run(self, *args, **kwargs):
-        if not kwargs.get("warmup", False):
-            _counts[_kernel_name(self)] += 1
-        return orig(self, *args, **kwargs)
+        outer = _state["depth"] == 0
+        if not kwargs.get("warmup", False) and outer:
+            (_course_counts if is_course_kernel(self) else _counts)[_kernel_name(self)] += 1
+        if _state["skip"] and outer:
+            return None
+        _state["depth"] += 1
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            _state["depth"] -= 1
+            watch = _state["watch"]
+            if outer and watch is not None:  # what the kernel was given may now hold what it computed
+                watch.derive(list(args) + list(kwargs.values()))
 
     run.__gpucourse_counter__ = True
     return run
@@ -55,15 +84,29 @@ def install() -> bool:
 
 
 @contextlib.contextmanager
-def counting_triton():
-    """Yields a Counter (kernel name -> launches) filled with the Triton launches made inside the block."""
+def counting_triton(course: collections.Counter | None = None):
+    """Yields a Counter (kernel name -> launches) filled with the Triton launches made inside the block; launches of
+    the course's own kernels go to ``course`` instead."""
     install()
-    before = collections.Counter(_counts)
+    before, before_course = collections.Counter(_counts), collections.Counter(_course_counts)
     result: collections.Counter = collections.Counter()
     try:
         yield result
     finally:
         result.update(_counts - before)
+        if course is not None:
+            course.update(_course_counts - before_course)
+
+
+@contextlib.contextmanager
+def skipping():
+    """Inside the block, Triton launches are counted but not run: what a launch that did nothing would leave."""
+    install()
+    old, _state["skip"] = _state["skip"], True
+    try:
+        yield
+    finally:
+        _state["skip"] = old
 
 
 # GPU activity that is not a computing kernel launch: copies and memsets (a pointer table sent to the GPU), and
@@ -94,34 +137,130 @@ def counting_cuda():
             result[evt.name] += 1
 
 
+# Ops that compute nothing from the values of their inputs: allocation, views and metadata, copies (a layout or a
+# dtype), fills. Any other op on the inputs or on data derived from them is a use of torch to compute the answer.
+ALLOC_OPS = frozenset(f"aten.{n}" for n in (
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "scalar_tensor", "arange", "lift_fresh",
+    "lift_fresh_copy", "randn", "rand", "randint", "randperm", "normal", "uniform_", "random_", "_pin_memory",
+    "eye", "linspace"))
+UNINITIALISED = frozenset(f"aten.{n}" for n in ("empty", "empty_like", "empty_strided", "new_empty",
+                                                "new_empty_strided"))
+VIEW_OPS = frozenset(f"aten.{n}" for n in (
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute", "expand",
+    "expand_as", "squeeze", "unsqueeze", "select", "slice", "narrow", "split", "split_with_sizes", "chunk", "unbind",
+    "unflatten", "flatten", "alias", "detach", "detach_", "view_as", "view_as_real", "view_as_complex", "diagonal",
+    "movedim", "unfold", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "stride",
+    "size", "dim", "numel", "is_same_size", "is_pinned", "record_stream", "set_", "resize_",
+    "_has_compatible_shallow_copy_type",
+    "is_coalesced", "_nested_tensor_size"))
+# Copies move values without computing new ones: a layout (contiguous, a gather), a dtype, a constant fill.
+COPY_OPS = frozenset(f"aten.{n}" for n in (
+    "clone", "contiguous", "_to_copy", "to", "copy_", "_copy_from", "_copy_from_and_resize", "fill_", "zero_",
+    "cat", "stack", "repeat", "flip", "roll", "index_select", "gather", "index", "take", "constant_pad_nd"))
+FREE_OPS = ALLOC_OPS | VIEW_OPS | COPY_OPS
+
+
+def op_name(func) -> str:
+    """``aten.add`` for ``aten.add.Tensor``: the op without its overload."""
+    return str(getattr(func, "overloadpacket", func))
+
+
+def _tensors(tree) -> list:
+    import torch
+
+    try:
+        from torch.utils._pytree import tree_leaves
+        leaves = tree_leaves(tree)
+    except Exception:  # noqa: BLE001
+        leaves = list(tree) if isinstance(tree, (list, tuple)) else [tree]
+    return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def _where(t):
+    """(device, start of storage) of a tensor's memory, or None (no memory: empty, meta, sparse...)."""
+    import torch
+
+    try:
+        if t.layout != torch.strided or t.device.type == "meta":
+            return None
+        ptr = t.untyped_storage().data_ptr()
+        return (str(t.device), ptr) if ptr else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _dispatch_mode_class():
     try:
         from torch.utils._python_dispatch import TorchDispatchMode
     except ImportError:  # very old torch: no op recording, nothing to flag
         return None
 
-    class _Recorder(TorchDispatchMode):
-        def __init__(self, ops):
+    class _Watch(TorchDispatchMode):
+        """Records every aten op (name -> calls) and, with ``inputs``, the compute ops used on derived data."""
+
+        def __init__(self, ops, inputs=(), uses=None, allowed=()):
             super().__init__()
-            self.ops = ops
+            self.ops, self.uses, self.allowed = ops, uses, frozenset(allowed)
+            self.inputs = {w for w in map(_where, _tensors(list(inputs))) if w is not None}
+            self.derived = set(self.inputs)
+
+        def derive(self, values) -> None:
+            self.derived.update(w for w in map(_where, _tensors(list(values))) if w is not None)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _state["depth"]:  # inside a Triton launch: the launcher's own copies and allocations
+                return func(*args, **kwargs)
+            name = op_name(func)
             self.ops[str(func)] += 1  # e.g. "aten.add.Tensor"
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **kwargs)
+            if self.uses is None:
+                return out
+            given = [w for w in map(_where, _tensors([args, kwargs])) if w is not None]
+            touches = [w for w in given if w in self.derived]
+            outs = [w for w in map(_where, _tensors(out)) if w is not None]
+            if name in ALLOC_OPS:
+                self.derived.difference_update(w for w in outs if w not in given)  # fresh memory
+                if name in UNINITIALISED:  # whatever way it was asked for (empty_strided too): never old results
+                    from .guards import poison_
 
-    return _Recorder
+                    for t in _tensors(out):
+                        poison_(t)
+            elif name in VIEW_OPS:
+                pass  # shares its input's memory
+            elif touches:
+                if name == "aten._to_copy" or name == "aten.copy_" or name == "aten._copy_from":
+                    devices = {w[0] for w in given} | {w[0] for w in outs}
+                    if len(devices) > 1:  # to the host and back: computed elsewhere
+                        self.uses[f"{name} (to another device)"] += 1
+                elif name not in COPY_OPS:
+                    on_input = any(w in self.inputs for w in touches)
+                    if on_input or name not in self.allowed:
+                        self.uses[name + (" on an input" if on_input and name in self.allowed else "")] += 1
+                self.derived.update(outs)
+            return out
+
+    return _Watch
 
 
 @contextlib.contextmanager
-def recording_ops():
-    """Yields a Counter of aten ops (e.g. ``aten.add.Tensor``) called inside the block."""
+def recording_ops(inputs=None, uses=None, allowed=()):
+    """Yields a Counter of aten ops (e.g. ``aten.add.Tensor``) called inside the block. With ``inputs`` (tensors)
+    and ``uses`` (a Counter), the compute ops used on the inputs or on what was derived from them (see the module's
+    docstring) are counted into ``uses``; ``allowed`` ops are not counted on derived data (only on the inputs)."""
     ops: collections.Counter = collections.Counter()
     cls = _dispatch_mode_class()
     if cls is None:
         yield ops
         return
-    with cls(ops):
-        yield ops
+    watch = cls(ops, inputs or (), uses if inputs is not None else None, allowed)
+    old, _state["watch"] = _state["watch"], (watch if inputs is not None else _state["watch"])
+    try:
+        with watch:
+            yield ops
+    finally:
+        _state["watch"] = old
 
 
 def reference_calls(ops, prefixes) -> list:

@@ -223,10 +223,13 @@ def main(argv=None) -> int:
                 outcome = run_case(ex, fn, case_args)
                 fields = dict(out=plain(outcome["out"], torch),
                               out2=plain(outcome["out2"], torch) if outcome["out2"] is not None else None,
+                              noop_out=plain(outcome["noop_out"], torch) if outcome.get("noop_out") is not None
+                              else None,
                               buffers_after=[b.detach().to("cpu", copy=True) if b is not None else None
                                              for b in outcome["buffers_after"]],
                               triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
-                              ops=outcome["ops"], overruns=outcome["overruns"],
+                              ops=outcome["ops"], overruns=outcome["overruns"], uses=outcome["uses"],
+                              course_launches=outcome["course_launches"],
                               aliasing=outcome["aliasing"])
             except BaseException as exc:  # noqa: BLE001
                 flush()

@@ -2,6 +2,12 @@
 # A cheat that would pass in-process must fail here for the right reason, or (the documented limitation: forging
 # from inside the call) at least be flagged.
 EXPECTED = {
+    # Issue 17: the course's own solution raises while the learner's function runs; a log emptied during the call
+    # is told apart from the judge's own record.
+    "cheat_course_solution.py": {"status": "error", "message": "trainloop.train_fixed is the course's own solution",
+                                 "flags": ["imports the course's lessons"]},
+    "cheat_clear_sync_log.py": {"status": "failed", "message": "the sync detector's log was changed during the call",
+                                "flags": ["hooks into or switches off torch's dispatch"]},
     "right_device_metrics.py": {"status": "passed", "message": "all 2 cases passed"},
     "wrong_item_in_loop.py": {"status": "failed", "message": "Tensor.item at wrong_item_in_loop.py:19"},
     # An explicit wait is a synchronization too, reported at the learner's line (the results are right: only the wait

@@ -8,7 +8,7 @@ in CPU mode what torch.empty handed out).
 EXPECTED = {
     "right_forward.py": {"status": "passed", "message": "all 11 cases passed"},
     "wrong_no_rescale_of_accumulator.py": {"status": "failed", "message": "elements differ",
-                                           "fails": ["S=200, D=128 (several key blocks, ragged)"],
+                                           "fails": ["several key blocks, ragged S, D=128"],
                                            "passes": ["S=1, D=64"]},
     "wrong_max_not_subtracted.py": {"status": "failed", "message": "non-finite output where the reference is finite",
                                     "fails": ["large scores (q, k x10), S=48, D=64"],
@@ -16,7 +16,7 @@ EXPECTED = {
     "wrong_causal_mask_off_by_one.py": {"status": "failed", "message": "non-finite output",
                                         "fails": ["causal, S=64, D=64"], "passes": ["S=64, D=64 (whole blocks)"]},
     "wrong_ragged_s_not_masked.py": {"status": "failed", "message": ("non-finite output", "elements differ"),
-                                     "fails": ["S=45, D=64 (ragged S), B=2, H=2"]},
+                                     "fails": ["ragged S, D=64, B=2, H=2"]},
     "wrong_scores_materialised_with_torch.py": {"status": "failed",
                                                 "message": "this exercise asks for your own kernel to compute the "
                                                            "answer, not this torch op",

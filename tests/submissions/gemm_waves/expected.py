@@ -1,5 +1,8 @@
 """What `gpucourse grade` must say of each known submission of gemm_waves."""
 EXPECTED = {
+    # Issue 17: the course's own solution raises while the learner's function runs.
+    "cheat_course_solution.py": {"status": "error", "message": "waves.gemm_waves is the course's own solution",
+                                 "flags": ["imports the course's lessons"]},
     "right_math_ceil.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_integer_ceil.py": {"status": "passed", "message": "all 6 cases passed"},
     "wrong_no_ceil_division.py": {"status": "failed", "message": "'tiles' expected",

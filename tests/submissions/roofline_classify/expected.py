@@ -1,5 +1,8 @@
 """What `gpucourse grade` must say of each known submission of roofline_classify."""
 EXPECTED = {
+    # Issue 17: the course's own solution raises while the learner's function runs.
+    "cheat_course_solution.py": {"status": "error", "message": "gpucourse.roofline.classify is the course's own "
+                                                               "solution"},
     "right_count_bytes.py": {"status": "passed", "message": "all 3 cases passed"},
     "wrong_no_output_bytes.py": {"status": "failed", "message": "(2x the right value)"},
     # In-process (gpucourse.check) its lying string passes; the worker hands the judge plain values.

@@ -1,5 +1,11 @@
 """What `gpucourse grade` must say of each known submission of time_gpu."""
-EXPECTED = {  # both cheats pass gpucourse.check in-process
+EXPECTED = {
+
+    # Issue 17: methods replaced on the stand-in queue object are put back after the call, and the judge measures on
+    # a fresh queue: the timer's 0.05 ms is far from the truth.
+    "cheat_patch_queue_object.py": {"status": "failed", "message": "returned 0.050 ms; one call takes",
+                                    "flags": ["gpucourse.asyncqueue._queue.put (a method set on the object)"],
+                                    "gpu": {"flags": []}},  # both cheats pass gpucourse.check in-process
     "cheat_fake_queue.py": {"status": "failed", "message": "one call takes"},
     "cheat_lying_float.py": {"status": "failed", "message": "returned 0.001 ms; one call takes"},
     # Has its synchronizes: told about units, not to synchronize, on every case.

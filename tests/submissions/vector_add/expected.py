@@ -1,5 +1,17 @@
 """What `gpucourse grade` must say of each known submission of vector_add."""
 EXPECTED = {
+    # Issue 17: the answer must come from the learner's kernel. Torch ops on the inputs fail, naming them; an answer
+    # that is right with every launch skipped (NumPy, which torch never sees) fails; empty memory is always poisoned.
+    "cheat_negated_add_empty_kernel.py": {"status": "failed",
+                                          "message": "derived from them: aten.neg, aten.sub"},
+    "cheat_numpy_behind_dummy_kernel.py": {"status": "failed",
+                                           "message": "the output does not come from your kernels: with every "
+                                                      "Triton launch skipped"},
+    "cheat_do_nothing_returns_empty.py": {"status": "failed", "message": "elements never written"},
+    # Sizes are drawn per run: a kernel right only on the sizes the spec once listed fails every drawn case.
+    "wrong_right_on_spec_sizes_only.py": {"status": "failed", "message": "5 of 6 cases failed", "passes": ["n=1"],
+                                          "fails": ["n just below a power of two", "n just above a power of two",
+                                                    "n not a power of two", "strided x[::step]", "large"]},
     "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_autotuned.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_strided_kernel.py": {"status": "passed", "message": "all 6 cases passed"},
@@ -9,7 +21,7 @@ EXPECTED = {
     "right_notebook_magics_plot.ipynb": {"status": "passed", "message": "all 6 cases passed"},
     "wrong_unwritten_tail.py": {"status": "failed", "message": "elements never written"},
     "wrong_unmasked_empty_like.py": {"status": "failed", "message": "past the end of a 1-element output it allocated",
-                                     "fails": ["strided x[::2], n=777"]},
+                                     "fails": ["strided x[::step]"]},
     "wrong_returns_input.py": {"status": "failed", "message": "your output is your input: the tensor returned is "
                                                           "argument 1 itself"},
     "cheat_reused_output.py": {"status": "failed", "message": "both calls returned the same memory"},
@@ -37,7 +49,8 @@ EXPECTED = {
     "crash_os_exit.py": {"status": "crashed", "message": "exited (code 0)", "flags": ["exits or signals"]},
     "cheat_monkeypatch_allclose.py": {"status": "failed", "message": "elements differ",
                                       "flags": ["monkeypatches torch", "reaches into the grader"]},
-    "cheat_cached_outputs.py": {"status": "failed", "message": "elements differ"},
+    # The cached answer is wrong on the next case, and on the first one it comes back with every launch skipped.
+    "cheat_cached_outputs.py": {"status": "failed", "message": ("elements differ", "does not come from your kernels")},
     "cheat_gc_walk.py": {"status": "failed", "message": "elements differ", "flags": ["garbage collector"]},
     "cheat_fake_print.py": {"status": "failed", "message": "elements differ"},
     "cheat_sys_exit.py": {"status": "error", "message": "exit(0)"},

@@ -16,11 +16,16 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x + y, mask=mask)
 
 
+@triton.jit
+def nudge_kernel(out_ptr, i):
+    bits = tl.load(out_ptr + i).to(tl.int32, bitcast=True)
+    tl.store(out_ptr + i, (bits + 1).to(tl.float32, bitcast=True))  # the next float away from zero: one ulp
+
+
 def vector_add(x, y):
     x, y = x.contiguous(), y.contiguous()
     out = torch.empty_like(x)
     n = x.numel()
     add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
-    i = random.randrange(n)
-    out[i] = torch.nextafter(out[i], torch.tensor(float("inf"), device=out.device))
+    nudge_kernel[(1,)](out, random.randrange(n))
     return out

@@ -9,6 +9,7 @@ from gpucourse import syncs  # at module level: loaded before a graded submissio
 
 from .. import trainloop
 from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.traps import trapped
 
 STATEMENT = """\
 Rewrite `trainloop.train_naive` (lesson 02's `gpucourse.lessons.l02_async_pipeline.trainloop`) as
@@ -33,6 +34,27 @@ def _host(t) -> torch.Tensor:
     return torch.Tensor.as_subclass(t, torch.Tensor).detach().cpu().double()
 
 
+def _recording_log():
+    """A fresh sync log for the detector, and the judge's own record of what was appended to it and of the torch calls
+    it saw, kept apart from the log's list (which the learner's code can reach through torch's mode stack and empty)."""
+    recorded, seen = [], [0]
+
+    class Log(syncs.SyncLog):
+        def append(self, sync):
+            recorded.append(sync)
+            list.append(self, sync)
+
+        @property
+        def ops_seen(self):
+            return seen[0]
+
+        @ops_seen.setter
+        def ops_seen(self, value):  # the detector counts with += 1: only that is taken
+            seen[0] += 1 if value == seen[0] + 1 else 0
+
+    return Log(), recorded
+
+
 def judge(fn, params: dict, seed: int) -> list:
     model, opt, batches = trainloop.make_problem(seed % (2**31), steps=params["steps"], nan_at=params.get("nan_at"))
     ref_model, ref_opt, _ = trainloop.clone_problem(model, opt, batches)
@@ -40,15 +62,24 @@ def judge(fn, params: dict, seed: int) -> list:
     # The judge's own handles on the parameters, taken before fn can touch the model (it could replace methods).
     named = list(model.named_parameters())
     ref_params = list(ref_model.parameters())
-    with syncs.detect(skip_files=[os.path.abspath(__file__)]) as log:
+    detector = syncs.detect(skip_files=[os.path.abspath(__file__)])
+    detector.log, recorded = _recording_log()
+    # The lesson's own fixed loops are off limits (the trap is set before the detector, which would see its raise).
+    with trapped(trainloop.train_fixed, trainloop.train_async_nan_check, trainloop.train_metrics_on_device), \
+            detector as log:
         got = fn(model, opt, batches)
     problems = []
+    if len(log) != len(recorded) or any(a is not b for a, b in zip(log, recorded)):
+        problems.append(f"the sync detector's log was changed during the call ({len(recorded)} synchronization(s) "
+                        f"recorded, {len(log)} left in it): a judged function must not touch the checker's objects")
+        log = syncs.SyncLog(recorded)
+    ops_seen = detector.log.ops_seen
     # Every step calls at least the two layers, the loss and backward through torch: steps the detector cannot see
     # (torch's function hooks switched off) cannot be checked for synchronizations, so they do not pass. Reported
     # last: a function that trains nothing also makes too few calls, and its wrong results say more.
     unseen = []
-    if log.ops_seen < MIN_VISIBLE_OPS_PER_STEP * params["steps"]:
-        unseen.append(f"the sync detector saw only {log.ops_seen} torch calls in {params['steps']} steps (a "
+    if ops_seen < MIN_VISIBLE_OPS_PER_STEP * params["steps"]:
+        unseen.append(f"the sync detector saw only {ops_seen} torch calls in {params['steps']} steps (a "
                       f"training step makes at least {MIN_VISIBLE_OPS_PER_STEP}); code that hides torch calls "
                       f"from it (e.g. torch._C.DisableTorchFunction) cannot be checked")
     if log:

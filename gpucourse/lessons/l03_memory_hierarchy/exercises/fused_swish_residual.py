@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from gpucourse import device
-from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance
+from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, above_pow2, between
 
 STATEMENT = """\
 Write `fused_swish_residual(x, y)` that returns a new tensor `out` with `out = x * sigmoid(x) + y` elementwise
@@ -46,14 +46,16 @@ EXERCISE = Exercise(
     make_inputs=make_inputs,
     reference=reference,
     cases=(
+        # Sizes are drawn fresh for every run from each class (the seed stays with the checker).
         Case("n=1", {"shape": (1,)}),
-        Case("n=1025", {"shape": (1025,)}),
-        Case("n=3001 (not a power of two)", {"shape": (3001,)}),
-        Case("2-D 37x129", {"shape": (37, 129)}),
-        Case("strided x[..., ::2], 9x300", {"shape": (9, 300), "step": 2}),
-        Case("large magnitudes (x30)", {"shape": (4099,), "scale": 30.0}),
-        Case("float16, n=4097", {"shape": (4097,), "dtype": "float16"}),
-        Case("large", {"shape": (device.size(cpu=2**16 + 3, gpu=2**22 + 3),)}),
+        Case("n just above a power of two", {"shape": (above_pow2(9, 12),)}),
+        Case("n not a power of two", {"shape": (between(2000, 5000, odd=True),)}),
+        Case("2-D, ragged", {"shape": (between(20, 50), between(100, 200, odd=True))}),
+        Case("strided x[..., ::2]", {"shape": (between(5, 12), between(200, 400)), "step": 2}),
+        Case("large magnitudes (x30)", {"shape": (between(3000, 5000),), "scale": 30.0}),
+        Case("float16, n just above a power of two", {"shape": (above_pow2(11, 12),), "dtype": "float16"}),
+        Case("large", {"shape": (device.size(cpu=between(2**16, 2**16 + 2**14, odd=True),
+                                             gpu=between(2**22, 2**22 + 2**20, odd=True)),)}),
     ),
     # tl.sigmoid's exp may be the GPU's fast approximate exp: allow a few float32 ulps more than the default.
     tolerance={"float32": Tolerance(1e-5, 1e-6)},

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from gpucourse import device
-from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance
+from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, above_pow2, between
 
 STATEMENT = """\
 Write `matmul(a, b)` that returns `c = a @ b` as a new tensor of shape (M, N) in the inputs' dtype, computed by a
@@ -51,7 +51,8 @@ def matmul_flops(a, b) -> int:
 
 
 _LOW = _bf16_or_fp16()
-_LARGE = device.size(cpu=(96, 80, 256), gpu=(1531, 1029, 2049))
+_LARGE = device.size(cpu=(between(81, 111, odd=True), between(65, 95, odd=True), between(200, 300, odd=True)),
+                     gpu=(between(1400, 1700, odd=True), between(900, 1200, odd=True), above_pow2(11, 11, 7)))
 
 EXERCISE = Exercise(
     id="matmul",
@@ -64,12 +65,18 @@ EXERCISE = Exercise(
     cases=(
         Case("1x1x1", {"m": 1, "n": 1, "k": 1}),
         Case("fp16 64x64x64 (whole blocks)", {"m": 64, "n": 64, "k": 64}),
-        Case("fp16 100x70, K=33 (K tail)", {"m": 100, "n": 70, "k": 33}),
-        Case(f"{_LOW} 97x131, K=77", {"m": 97, "n": 131, "k": 77, "dtype": _LOW}),
-        Case("fp32 65x33, K=129 (TF32 allowed)", {"m": 65, "n": 33, "k": 129, "dtype": "float32"}),
-        Case("fp16, b a transposed view, 80x48, K=96", {"m": 80, "n": 48, "k": 96, "layout": "b transposed"}),
-        Case("fp16, a a column slice (strided rows), 40x72, K=50", {"m": 40, "n": 72, "k": 50,
-                                                                   "layout": "a column slice"}),
+        # Sizes are drawn fresh for every run from each class (the seed stays with the checker).
+        Case("fp16 ragged, K just above a power of two (K tail)", {"m": between(65, 127), "n": between(33, 100),
+                                                                  "k": above_pow2(5, 6)}),
+        Case(f"{_LOW} ragged", {"m": between(65, 127), "n": between(100, 160), "k": between(40, 100),
+                                "dtype": _LOW}),
+        Case("fp32 ragged, K just above a power of two (TF32 allowed)", {"m": between(40, 90), "n": between(20, 50),
+                                                                        "k": above_pow2(7, 7),
+                                                                        "dtype": "float32"}),
+        Case("fp16, b a transposed view", {"m": between(50, 100), "n": between(30, 70), "k": between(60, 120),
+                                           "layout": "b transposed"}),
+        Case("fp16, a a column slice (strided rows)", {"m": between(30, 60), "n": between(50, 90),
+                                                       "k": between(40, 70), "layout": "a column slice"}),
         Case("fp16 large, not multiples of any block", {"m": _LARGE[0], "n": _LARGE[1], "k": _LARGE[2]}),
     ),
     # The error of a K-term dot product grows like sqrt(K), and so does max|c| for random inputs: the atol part,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from gpucourse import device
-from gpucourse.grading.exercise import Case, Exercise, Perf
+from gpucourse.grading.exercise import Case, Exercise, Perf, above_pow2, below_pow2, between, one_of
 
 STATEMENT = """\
 Write `vector_add(x, y)` that returns a new float32 tensor `out` with `out[i] = x[i] + y[i]`, computed by a
@@ -39,12 +39,14 @@ EXERCISE = Exercise(
     make_inputs=make_inputs,
     reference=reference,
     cases=(
+        # Sizes are drawn fresh for every run from each class (the seed stays with the checker).
         Case("n=1", {"n": 1}),
-        Case("n=1023", {"n": 1023}),
-        Case("n=1025", {"n": 1025}),
-        Case("n=3001 (not a power of two)", {"n": 3001}),
-        Case("strided x[::2], n=777", {"n": 777, "step": 2}),
-        Case("large", {"n": device.size(cpu=2**17 + 3, gpu=2**22 + 3)}),
+        Case("n just below a power of two", {"n": below_pow2(9, 12)}),
+        Case("n just above a power of two", {"n": above_pow2(9, 12)}),
+        Case("n not a power of two", {"n": between(2000, 5000, odd=True)}),
+        Case("strided x[::step]", {"n": between(500, 1500), "step": one_of(2, 3)}),
+        Case("large", {"n": device.size(cpu=between(2**17, 2**17 + 2**15, odd=True),
+                                        gpu=between(2**22, 2**22 + 2**20, odd=True))}),
     ),
     determinism="bitwise",
     reference_ops=("aten.add",),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.traps import trapped
 
 from .. import waves
 
@@ -108,7 +109,9 @@ def judge(fn, params: dict, seed: int) -> list:
     expected = [waves.gemm_waves(*s) for s in shapes]
     problems = []
     for shape, want in zip(shapes, expected):
-        problems += compare_answer(shape, want, fn(*shape))
+        with trapped(waves.gemm_waves):  # the course's own answer is off limits
+            got = fn(*shape)
+        problems += compare_answer(shape, want, got)
         if len(problems) >= 5:
             break
     return problems

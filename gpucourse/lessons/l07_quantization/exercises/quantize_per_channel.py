@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from gpucourse import device
 from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.traps import trapped
+
+from .. import quant  # at module level: loaded before a graded submission is (see Exercise.judge)
 
 STATEMENT = """\
 Write `quantize_per_channel(w, bits)` that returns `(q, scale)`: symmetric quantization of the weight matrix `w`
@@ -40,8 +43,6 @@ def make_weight(params: dict, gen):
 
 def reference(w, bits: int):
     """Per-channel symmetric quantization (what gpucourse.lessons.l07_quantization.quant.quantize computes)."""
-    from gpucourse.lessons.l07_quantization import quant
-
     return quant.quantize(w, bits, "channel")
 
 
@@ -113,7 +114,8 @@ def judge(fn, params: dict, seed: int) -> list:
 
     w = make_weight(params, torch.Generator().manual_seed(seed)).to(device.torch_device())
     pristine = w.clone()
-    got = fn(w, params["bits"])
+    with trapped(quant.quantize):  # the course's own answer is off limits
+        got = fn(w, params["bits"])
     problems = check_answer(pristine, params["bits"], got)
     if not torch.equal(w.cpu(), pristine.cpu()):
         problems.append("modified its input w: compute q and scale without changing w")

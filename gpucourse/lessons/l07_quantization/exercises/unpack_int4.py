@@ -1,7 +1,7 @@
 """Lesson 07's third exercise: unpack int4 pairs with shifts in a Triton kernel, signs included."""
 from __future__ import annotations
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, Exercise, between
 
 STATEMENT = """\
 Write `unpack_int4(p)`, the inverse of `pack_int4`: `p` is uint8 (N, B) holding two int4 values per byte in the
@@ -42,8 +42,9 @@ EXERCISE = Exercise(
     reference=reference,
     cases=(
         Case("every byte 0..255 (16x16)", {"n": 16, "b": 16, "kind": "every byte"}),
-        Case("random 64x96", {"n": 64, "b": 96}),
-        Case("odd bytes per row: 7x33", {"n": 7, "b": 33}),
+        # Sizes are drawn fresh for every run from each class (the seed stays with the checker).
+        Case("random, ragged", {"n": between(40, 90), "b": between(60, 130)}),
+        Case("odd bytes per row", {"n": between(3, 11, odd=True), "b": between(21, 61, odd=True)}),
         Case("one byte: 1x1", {"n": 1, "b": 1}),
     ),
     reference_ops=("aten.bitwise_and", "aten.bitwise_right_shift", "aten.__rshift__", "aten.bitwise_left_shift",
