@@ -304,3 +304,25 @@ def test_sass_without_cuobjdump_names_the_tool(monkeypatch):
 def test_sass_shows_the_128_bit_loads():
     text = cuda_build.sass(reduction_kernels.KERNELS, "sum_grid_stride_vec4", arch="sm_90")
     assert "LDG.E.128" in text
+
+
+def test_residency_is_per_block():
+    """Registers are allocated per warp (units of 256) and a block is resident whole: 34 registers and 256-thread
+    blocks give 6 blocks, 1536 threads (counting warps alone would say 51 warps, 1632 threads)."""
+    r = reduction_kernels.residency(34)
+    assert (r["registers_per_warp"], r["blocks"], r["threads"], r["limited_by"]) == (1280, 6, 1536, "registers")
+    assert reduction_kernels.residency(32)["threads"] == 2048
+    assert reduction_kernels.residency(64)["threads"] == 1024
+    assert reduction_kernels.residency(65)["blocks"] == 3
+
+
+@pytest.mark.gpu
+def test_ladder_handles_views_that_are_not_16_byte_aligned():
+    base = torch.rand(2**16 + 7, device="cuda") - 0.25
+    for k in range(4):
+        v = base[k:]
+        want = float(v.double().sum())
+        for step in (4, 5):
+            assert abs(float(reduction_kernels.ladder_sum(v, step)) - want) <= 1e-5 * float(v.abs().sum()), (k, step)
+        assert reduction_kernels.blocks_per_sm(5) == reduction_kernels.residency(
+            cuda_build.compile_check(reduction_kernels.KERNELS).kernels["sum_grid_stride_vec4"].registers)["blocks"]
