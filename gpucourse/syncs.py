@@ -4,8 +4,8 @@ A GPU runs the kernels the CPU queues for it, asynchronously: the CPU races ahea
 Any operation whose *result the CPU needs now* drains the queue first: reading a value (``.item()``, ``.tolist()``,
 ``float(t)``, ``if t:``, ``print(t)``, ``f"{t:.3f}"``), copying to the host (``.cpu()``, ``.numpy()``), an output
 whose size depends on the data (``nonzero``, ``x[mask]``, ``unique``, ``masked_select``), and a copy from
-pageable host memory to the device (the CPU must hold the source still until the copy is done; pinned memory with
-``non_blocking=True`` avoids it).
+pageable host memory to the device (the CPU must hold the source still until the copy is done, unless the copy is
+small enough for the driver to stage it; pinned memory with ``non_blocking=True`` avoids it at any size).
 
 ``detect()`` is a context manager that records each of these with the op and the learner's line::
 
@@ -234,8 +234,9 @@ def classify(func, args, kwargs, emulate: bool) -> str | None:
             if not non_blocking:
                 return "blocking host-to-device copy (.to(device) without non_blocking=True)"
             if not self.is_pinned():
-                return ("host-to-device copy from pageable memory: non_blocking=True does not help unless the "
-                        "source is pinned (x.pin_memory(), or DataLoader(pin_memory=True))")
+                return ("host-to-device copy from pageable memory: with non_blocking=True a large one still waits "
+                        "until it is done (a small one, which the driver stages, may not: lesson 02 measures where); "
+                        "pin the source (x.pin_memory(), or DataLoader(pin_memory=True)) and no size waits")
     return None
 
 

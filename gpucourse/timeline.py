@@ -13,7 +13,8 @@ import warnings
 
 # CUDA runtime calls that may hold the host until the GPU is done (the red "waiting for the GPU" bars), by exact
 # name: the synchronizes, and the copies. cudaMemcpyAsync is among them although it can return at once (pinned memory,
-# non_blocking=True): to or from pageable memory it returns only when the copy is done, which is how the final copy of
+# non_blocking=True): to or from pageable memory it returns only when the copy is done (except a small host-to-device
+# copy, which the driver stages and returns: lesson 02 measures up to what size), which is how the final copy of
 # results to the host waits for the whole queue, and the profile does not say which memory a copy used. (On the H100,
 # the fixed loop's non_blocking copies show as red slivers of ~10-35 us; the waits last milliseconds.) Not
 # cudaStreamWaitEvent: a stream waits for an event on the GPU, the host goes on.
