@@ -18,7 +18,7 @@ Variants: how x reaches the registers (8 strided loads of x, or one contiguous l
 sizes, warps, pipeline stages. Timed with a read flush of L2 (events), against bf16 F.linear timed the same way and
 the lesson kernels of round four.
 
-  python3 benchmarks/explore_quant_words.py      (writes $OUT/explore_quant_words.json)
+  python3 benchmarks/explore_quant_words.py [--wide | --2d]   (writes $OUT/explore_quant_words[_wide|_2d].json)
 """
 import itertools
 import json
@@ -129,6 +129,63 @@ def run_words(x, w_words, s, bits, gw, g, block_n, warps, stages, xsplit, row_sc
     return out
 
 
+@triton.jit
+def words2d_kernel(x_ptr, w_ptr, s_ptr, out_ptr, N, K, stride_xm, stride_wn, stride_sn, stride_om,
+                   BITS: tl.constexpr, GW: tl.constexpr, W: tl.constexpr, BLOCK_N: tl.constexpr,
+                   STAGES: tl.constexpr, ROW_SCALE: tl.constexpr):
+    """Round seven: a 2-D (rows, words) tile. Triton gives the contiguous words of a row to a warp's threads first
+    (4 words, 16 bytes, each), so with W = 128 words a warp spans one row and each thread holds BLOCK_N / num_warps
+    rows of the same 4 words: their x values are fetched once for all those rows. The group scale is loaded per
+    word (an L1 hit, 1 per 8 weights) instead of reshaping the tile into groups."""
+    PER: tl.constexpr = 32 // BITS
+    XOR: tl.constexpr = -2004318072 if BITS == 4 else -2139062144  # 0x88888888, 0x80808080 as int32
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < N
+    rw = tl.arange(0, W)
+    w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
+    x_row = x_ptr + m * stride_xm
+    n_words = K // PER
+    acc = tl.zeros((BLOCK_N, W), dtype=tl.float32)
+    corr = tl.zeros((BLOCK_N, W), dtype=tl.float32)
+    xtot = tl.zeros((W,), dtype=tl.float32)
+    for w0 in tl.range(0, n_words, W, num_stages=STAGES):
+        word = w0 + rw
+        u = tl.load(w_rows + word[None, :], mask=n_ok[:, None], other=0) ^ XOR
+        xi = tl.load(x_row + word * PER).to(tl.float32)
+        xsum = xi
+        part = field(u, 0, BITS) * xi[None, :]
+        for i in tl.static_range(1, PER):
+            xi = tl.load(x_row + word * PER + i).to(tl.float32)
+            xsum += xi
+            part += field(u, i, BITS) * xi[None, :]
+        if ROW_SCALE:
+            acc += part
+            xtot += xsum
+        else:
+            s = tl.load(s_ptr + rn[:, None] * stride_sn + (word // GW)[None, :], mask=n_ok[:, None], other=0.0)
+            acc += part * s
+            corr += s * xsum[None, :]
+    UP: tl.constexpr = 1 << BITS
+    OFF: tl.constexpr = (1 << BITS) + (1 << (BITS - 1))
+    if ROW_SCALE:
+        y = (UP * tl.sum(acc, axis=1) - OFF * tl.sum(xtot, axis=0)) * tl.load(s_ptr + rn, mask=n_ok, other=0.0)
+    else:
+        y = UP * tl.sum(acc, axis=1) - OFF * tl.sum(corr, axis=1)
+    tl.store(out_ptr + m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
+
+
+def run_words2d(x, w_words, s, bits, gw, w, block_n, warps, stages, row_scale):
+    m, k = x.shape
+    n = w_words.shape[0]
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    words2d_kernel[(m, triton.cdiv(n, block_n))](
+        x, w_words, s, out, n, k, x.stride(0), w_words.stride(0), s.stride(0) if s.dim() > 1 else 1,
+        out.stride(0), BITS=bits, GW=gw, W=w, BLOCK_N=block_n, STAGES=stages, ROW_SCALE=row_scale,
+        num_warps=warps)
+    return out
+
+
 def main():
     out_path = os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_words.json")
     buf = torch.empty(256 * 2 ** 20, dtype=torch.int8, device="cuda")
@@ -147,10 +204,29 @@ def main():
         with open(out_path, "w") as f:
             json.dump(doc, f, indent=1)
 
-    i4_cfgs = [(bn, g, 4, 3, xs) for bn, g, xs in itertools.product((4, 8, 16), (1, 2, 4), (0, 1))]
-    i4_cfgs += [(bn, g, nw, 3, xs) for bn, g in ((8, 2), (16, 1)) for nw in (2, 8) for xs in (0, 1)]
-    i4_cfgs += [(8, 2, 4, ns, xs) for ns in (2, 4) for xs in (0, 1)]
-    i8_cfgs = [(bn, gw, 4, 3, xs) for bn, gw, xs in itertools.product((4, 8, 16), (64, 128, 256), (0, 1))]
+    if "--2d" in sys.argv:  # round seven: cfg = (BLOCK_N, W words per step, num_warps, stages, 2)
+        i4_cfgs = [(bn, w, nw, ns, 2) for bn, w, nw, ns in itertools.product((8, 16, 32), (64, 128, 256), (4,),
+                                                                              (2, 3))]
+        i4_cfgs += [(bn, 128, 8, 3, 2) for bn in (32, 64)] + [(bn, 128, 2, 3, 2) for bn in (8, 16)]
+        i8_cfgs = [(bn, w, 4, ns, 2) for bn, w, ns in itertools.product((8, 16, 32), (128, 256), (2, 3))]
+        out_path = out_path.replace(".json", "_2d.json")
+    elif "--wide" in sys.argv:
+        # Round six. ncu (profile_quant07.py) showed the int4 kernels bound by L1/shared memory ("Mem Busy" 65-71%,
+        # DRAM 34%): every thread fetches the x values of its own words, and when it holds one row only, that is
+        # 2 bytes of x per weight against half a byte of weight. Triton gives a warp's 32 threads the contiguous
+        # words of a row first, so only a step wider than 32 x 4 words leaves each thread several rows
+        # (BLOCK_N / (4 * num_warps) of them with 4 warps), which reuse the same x.
+        i4_cfgs = [(bn, g, nw, ns, xs) for bn, g, nw, ns, xs in itertools.product(
+            (8, 16, 32), (8, 16), (4,), (2, 3), (0, 1))]
+        i4_cfgs += [(bn, 8, nw, 3, xs) for bn, nw in ((16, 2), (32, 8), (64, 8)) for xs in (0, 1)]
+        i8_cfgs = [(bn, gw, 4, ns, xs) for bn, gw, ns, xs in itertools.product(
+            (8, 16, 32), (128, 256, 512), (2, 3), (1,))]
+        out_path = out_path.replace(".json", "_wide.json")
+    else:
+        i4_cfgs = [(bn, g, 4, 3, xs) for bn, g, xs in itertools.product((4, 8, 16), (1, 2, 4), (0, 1))]
+        i4_cfgs += [(bn, g, nw, 3, xs) for bn, g in ((8, 2), (16, 1)) for nw in (2, 8) for xs in (0, 1)]
+        i4_cfgs += [(8, 2, 4, ns, xs) for ns in (2, 4) for xs in (0, 1)]
+        i8_cfgs = [(bn, gw, 4, 3, xs) for bn, gw, xs in itertools.product((4, 8, 16), (64, 128, 256), (0, 1))]
 
     torch.manual_seed(0)
     checked = set()
@@ -172,7 +248,13 @@ def main():
             for cfg in cfgs:
                 bn, a, nw, ns, xs = cfg
                 try:
-                    if kind == "i4":
+                    if kind == "i4" and xs == 2:
+                        fn = lambda: run_words2d(x, w4, s4, 4, 16, a, bn, nw, ns, False)  # noqa: E731
+                        ref = ref4
+                    elif xs == 2:
+                        fn = lambda: run_words2d(x, w8, s8, 8, a, a, bn, nw, ns, True)  # noqa: E731
+                        ref = ref8
+                    elif kind == "i4":
                         fn = lambda: run_words(x, w4, s4, 4, 16, a, bn, nw, ns, xs, False)  # noqa: E731
                         ref = ref4
                     else:
