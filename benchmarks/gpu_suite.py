@@ -286,6 +286,8 @@ def main(argv=None) -> int:
         return 0
 
     files, ok, extra = [progress_path], True, {}
+    if any(u.startswith(("bench:", "notebook:")) for u in todo):
+        files.append(results)  # benchmarks and notebooks write into it as they go: archived from the first step
     for u in skipped:
         ok &= progress["done"][u]["ok"]
 

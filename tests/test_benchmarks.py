@@ -357,3 +357,29 @@ def test_merge_results_moves_only_the_named_entries_and_refuses_missing_ones(tmp
     bad = subprocess.run(cmd + ["--results", "zzz"], capture_output=True, text=True)
     assert bad.returncode != 0 and "'zzz' is not among the source's results" in bad.stderr
     assert json.loads((tmp_path / "dst.json").read_text()) == out  # a refused merge writes nothing
+
+
+def test_gpu_suite_archive_keeps_what_notebooks_recorded_when_a_run_is_cut(tmp_path, monkeypatch):
+    """Notebooks record their benchmarks into the results file as they run: a run cut after them must bring
+    those records back in the archive (they were lost once, when the file joined the archive only at the end)."""
+    import tarfile
+
+    suite = _gpu_suite()
+    ran = []
+    _fake_suite(suite, tmp_path, monkeypatch, ran, fail={"notebook:notebooks/01_cpu_vs_gpu_timing.ipynb"})
+
+    def notebook(p, saved):
+        ran.append("notebook:" + p)
+        if p.startswith("notebooks/01"):
+            raise KeyboardInterrupt(p)
+        benchmarks.merge_into(str(tmp_path / "fake.json"), "recorded_by_00", {"ms": 1.0})
+        return True, [], {p: 5.0}
+
+    monkeypatch.setattr(suite, "run_notebooks", notebook)
+    archive = tmp_path / "suite.tar.gz"
+    with pytest.raises(KeyboardInterrupt):
+        suite.main(["--notebooks", "notebooks/0[01]_*.ipynb", "--skip-benchmarks", "--skip-tests",
+                    "--archive", str(archive)])
+    with tarfile.open(archive) as tar:
+        doc = json.load(tar.extractfile(next(n for n in tar.getnames() if n.endswith("/fake.json"))))
+    assert "recorded_by_00" in doc["results"]
