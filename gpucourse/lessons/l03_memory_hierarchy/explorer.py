@@ -28,12 +28,17 @@ def make_op(choice: dict):
     return R.from_dict(d)
 
 
-def describe(op, ceilings, measured_seconds: float | None = None) -> str:
-    """Text: the op's flops, bytes, intensity, bound and predicted time, and the measured time if given."""
+def describe(op, ceilings, measured_seconds: float | None = None, unmeasured: str | None = None) -> str:
+    """Text: the op's flops, bytes, intensity, bound and predicted time, and the measured time if given
+    (``unmeasured``: why it was not measured, when a GPU was there)."""
     p = R.predict(op, ceilings)
     lines = [f"{op.name} ({op.dtype}): {op.flops / 1e9:,.3f} GFLOP, {op.bytes / 1e6:,.2f} MB moved, "
              f"intensity {op.intensity:,.2f} flop/B",
-             f"device ops:byte ratio {R.ops_per_byte(ceilings):,.0f} flop/B -> {p.bound}-bound; predicted best time "
+             (f"on CUDA cores: {op.instructions / 1e9:,.3f} G fp32 instructions, {op.slot_intensity:,.2f} "
+              f"FMA-equivalent flop/B against a ridge of {R.cuda_core_ops_per_byte(ceilings):,.1f}"
+              if p.roof.startswith("CUDA") else
+              f"on tensor cores: device ops:byte ratio {R.ops_per_byte(ceilings):,.0f} flop/B")
+             + f" -> {p.bound}-bound; predicted best time "
              f"{p.seconds * 1e6:,.1f} µs (memory {p.memory_seconds * 1e6:,.1f} µs, math {p.math_seconds * 1e6:,.1f} µs)",
              f"ceilings: {ceilings.source}"]
     if measured_seconds is not None:
@@ -41,15 +46,40 @@ def describe(op, ceilings, measured_seconds: float | None = None) -> str:
                      f"prediction ({op.flops / measured_seconds / 1e12:,.2f} TFLOP/s, "
                      f"{op.bytes / measured_seconds / 1e9:,.0f} GB/s)")
     else:
-        lines.append("measured: - (measuring needs a CUDA GPU)")
+        lines.append(f"measured: - ({unmeasured or 'measuring needs a CUDA GPU'})")
     return "\n".join(lines)
 
 
+MAX_PREDICTED_S = 0.05  # measure only choices the roofline says take under 50 ms per call ...
+MAX_MEMORY_FRACTION = 0.25  # ... and whose tensors fit in a quarter of the free GPU memory
+
+
+def too_big(op, ceilings) -> str | None:
+    """Why measuring ``op`` here would take too long or too much memory (None if it is fine). Measuring repeats the
+    op for a warm-up, a settling second and a 100 ms window: a 1-second GEMM would hold the cell for minutes."""
+    p = R.predict(op, ceilings)
+    if p.seconds > MAX_PREDICTED_S:
+        return (f"the roofline predicts {p.seconds * 1e3:,.0f} ms per call (the explorer measures up to "
+                f"{MAX_PREDICTED_S * 1e3:.0f} ms)")
+    try:
+        import torch
+
+        free = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
+    except Exception:
+        free = None
+    if free is not None and op.bytes > MAX_MEMORY_FRACTION * free:
+        return (f"its tensors take {op.bytes / 2**30:,.1f} GiB, over a quarter of the "
+                f"{free / 2**30:,.0f} GiB free")
+    return None
+
+
 def render(choice: dict, ceilings, measure=None, ax=None):
-    """Print :func:`describe` for ``choice`` and draw it on the roofline. ``measure(op) -> seconds`` or None."""
+    """Print :func:`describe` for ``choice`` and draw it on the roofline. ``measure(op) -> seconds`` or None; a
+    choice that would take too long or too much memory to measure (:func:`too_big`) is shown unmeasured."""
     op = make_op(choice)
-    secs = measure(op) if measure is not None else None
-    print(describe(op, ceilings, secs))
+    why = too_big(op, ceilings) if measure is not None else None
+    secs = measure(op) if measure is not None and why is None else None
+    print(describe(op, ceilings, secs, why))
     R.plot_roofline([{"op": op, "seconds": secs}], ceilings, ax=ax)
     return op, secs
 

@@ -145,9 +145,12 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
     Memory: a 1 GiB float32 copy (``copy_``, 2 GiB moved), L2 flushed by a read. Math, with lesson 05's interleaved
     protocol (``gpucourse.timing.interleaved``): after one second of settling, ``rounds`` rounds each time a bf16
     8192^3 matmul (tensor cores), a chain of fp32 FMAs (CUDA cores; ``compute.fma_chain``) and a chain of ``sin``
-    over the same elements (``compute.sin_chain``), each over ``rep_ms``. The ceilings are the medians of the rounds'
-    medians; ``details`` keeps every round, so the spread (clocks drifting under the power cap) is in view, and
-    what one ``sin`` costs in FMA issue slots.
+    over the same elements (``compute.sin_chain``), each over ``rep_ms``, with L2 flushed by a read before each
+    repeat, as :func:`roofline_points` times its operations (timed back to back instead, the matmul ran about 11%
+    slower on the course's H100: ``benchmarks/results/h100-explore-memory03.json``, 675 against 761 TFLOP/s; our
+    reading: the flush's short pauses let the clocks stay higher under the power cap). The ceilings are the medians of the
+    rounds' medians; ``details`` keeps every round, so the spread is in view, and what one ``sin`` costs in FMA
+    issue slots.
     """
     import statistics
 
@@ -169,7 +172,7 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
            "fp32 FMA chain": lambda: compute.fma_chain(v, FMA_ITERS),
            f"sin x{SIN_K}": lambda: compute.sin_chain(v, SIN_K)}
     settle(fns["bf16 matmul 8192^3"], seconds=1.0)
-    res = interleaved(fns, rounds=rounds, rep_ms=rep_ms, flush_l2=False)
+    res = interleaved(fns, rounds=rounds, rep_ms=rep_ms, flush_l2="read")
     mm_flops, fma_flops = 2 * m**3, compute.fma_flops(FMA_N, FMA_ITERS)
     mm_tf = [mm_flops / (ms * 1e-3) / 1e12 for ms in res["bf16 matmul 8192^3"].medians_ms]
     fma_tf = [fma_flops / (ms * 1e-3) / 1e12 for ms in res["fp32 FMA chain"].medians_ms]
@@ -184,7 +187,7 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
                "bf16_matmul_tflops_rounds": mm_tf, "fp32_fma_tflops_rounds": fma_tf,
                "sin_slots_rounds": slots, "sin_slots": statistics.median(slots),
                "sin_ms_rounds": res[f"sin x{SIN_K}"].medians_ms, "fma_n": FMA_N, "fma_iters": FMA_ITERS,
-               "sin_k": SIN_K, "protocol": "timing.interleaved after settle(1 s); copy: bench(flush_l2='read')"}
+               "sin_k": SIN_K, "protocol": "timing.interleaved after settle(1 s), flush_l2='read'; copy: bench(flush_l2='read')"}
     return c, details
 
 
@@ -199,7 +202,7 @@ def onchip(bench_kw=None) -> dict:
     device.require_gpu("The shared-memory and latency microbenchmarks")
     lat = [dict(O.chase(0, shared=True), level="shared memory")]
     for level, fp in LATENCY_FOOTPRINTS.items():
-        lat.append(dict(O.chase(fp), level=level))
+        lat.append(dict(O.chase(fp, cold=level == "device memory"), level=level))
     bw = O.smem_bandwidth(bench_kw=bench_kw)
     return {"latency": lat, "smem_bandwidth": bw,
             "protocol": "chase: one thread, clock64 around 4096 dependent loads, after 64 untimed; bandwidth: "

@@ -85,11 +85,17 @@ def chain(footprint_bytes: int, stride_bytes: int = 128, seed: int = 0, device: 
     return nxt
 
 
-def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False) -> dict:
+def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False, cold: bool = False) -> dict:
     """Cycles and ns per dependent load, chasing a random chain of ``footprint_bytes`` (in shared memory if
     ``shared``: then the footprint is the 32 KiB array, one node per 4-byte word; otherwise through global memory,
-    one node per 128-byte line). The ns come from CUDA events around the launch, so they include its few µs."""
+    one node per 128-byte line). The ns come from CUDA events around the launch, so they include its few µs.
+
+    Each launch walks the same ``steps + 64`` nodes from node 0, so after the first launch they sit in L2 whatever
+    the footprint (a first try measured the same 283 cycles at 4 MiB and 256 MiB). ``cold``: evict L2 before each
+    timed launch (by reading a buffer twice its size), so the walk comes from device memory."""
     import torch
+
+    from gpucourse.timing import _l2_flush_buffer
 
     if shared:
         nxt = chain(SMEM_WORDS * 4, stride_bytes=4, device="cuda")
@@ -103,8 +109,11 @@ def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False) -> dict
     cycles = torch.zeros(1, dtype=torch.int64, device="cuda")
     k(grid=(1, 1, 1), block=(block, 1, 1), args=[nxt, steps, out, cycles])  # compile, warm
     torch.cuda.synchronize()
+    flush = _l2_flush_buffer() if cold else None
     ms = []
     for _ in range(3):
+        if flush is not None:
+            flush.sum(dtype=torch.int32)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         k(grid=(1, 1, 1), block=(block, 1, 1), args=[nxt, steps, out, cycles])
@@ -112,7 +121,7 @@ def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False) -> dict
         b.synchronize()
         ms.append(a.elapsed_time(b))
     return {"footprint_bytes": SMEM_WORDS * 4 if shared else footprint_bytes, "where": "shared" if shared else
-            "global", "steps": steps, "cycles_per_load": cycles.item() / steps, "ns_per_load": min(ms) * 1e6 / steps}
+            "global", "steps": steps, "cold": cold, "cycles_per_load": cycles.item() / steps, "ns_per_load": min(ms) * 1e6 / steps}
 
 
 def smem_bandwidth(iters: int = 1024, blocks_per_sm: int = 2, threads: int = 1024, bench_kw=None) -> dict:
