@@ -326,3 +326,33 @@ def test_ladder_handles_views_that_are_not_16_byte_aligned():
             assert abs(float(reduction_kernels.ladder_sum(v, step)) - want) <= 1e-5 * float(v.abs().sum()), (k, step)
         assert reduction_kernels.blocks_per_sm(5) == reduction_kernels.residency(
             cuda_build.compile_check(reduction_kernels.KERNELS).kernels["sum_grid_stride_vec4"].registers)["blocks"]
+
+
+def test_build_finds_an_unchanged_build_without_hashing_its_sources_again(monkeypatch, tmp_path):
+    """A workbook's wrapper calls build() on every call: the second call must not pay for hashing the sources
+    (~90 µs on the H100, a quarter of a sum_many call), and forget_loaded() must really forget."""
+    import types
+
+    import torch.utils.cpp_extension as ext
+
+    from gpucourse import cuda_build
+
+    cuda_build.forget_loaded()
+    monkeypatch.setattr(cuda_build.device, "on_gpu", lambda: True)
+    monkeypatch.setattr(cuda_build, "require_tools", lambda **kw: None)
+    monkeypatch.setattr(cuda_build, "device_arch", lambda: "sm_90")
+    monkeypatch.setattr(cuda_build, "cache_dir", lambda: str(tmp_path))
+    hashed, loaded = [], []
+    real_hash = cuda_build._hash
+    monkeypatch.setattr(cuda_build, "_hash", lambda *a: hashed.append(1) or real_hash(*a))
+    monkeypatch.setattr(ext, "load_inline", lambda **kw: loaded.append(kw["name"]) or types.SimpleNamespace())
+    args = ("fast_key", "__global__ void k() {}", "void f() {}", "void f();", ["f"])
+    first = cuda_build.build(*args)
+    assert cuda_build.build(*args) is first
+    assert (len(hashed), len(loaded)) == (1, 1)
+    assert cuda_build.build(*args[:1], args[1] + " ", *args[2:]) is not first  # an edited source builds anew
+    assert (len(hashed), len(loaded)) == (2, 2)
+    cuda_build.forget_loaded()
+    cuda_build.build(*args)
+    assert (len(hashed), len(loaded)) == (3, 3)
+    cuda_build.forget_loaded()
