@@ -313,3 +313,101 @@ def test_empty_like_of_a_strided_input_is_guarded_too():
     buf, n = records[0]
     buf[n:n + 3] = 0  # what an unmasked store past the end does
     assert "wrote 3 element(s) past the end of a 32-element output" in " ".join(guards.overruns(records))
+
+
+# Issue 17: the answer must come from the learner's kernel. In-process (the grader's verdicts on the same attacks are
+# the known submissions' cheat_* files).
+
+def _triton():
+    return pytest.importorskip("triton")
+
+
+def _sum_exercise(allowed=()):
+    from gpucourse.grading.exercise import Exercise, Tolerance
+
+    return Exercise(id="vector_add", function="total", signature="total(x)", statement="", kind="triton",
+                    make_inputs=lambda p, g: (torch.randn(p["n"], generator=g),),
+                    reference=lambda x: x.double().sum().float(), cases=(Case("n=3000", {"n": 3000}),),
+                    tolerance={"float32": Tolerance(1e-5, 1e-5)}, determinism=None, allowed_ops=allowed)
+
+
+def _verdict(ex, fn):
+    case = ex.cases[0]
+    args, expected = checker.make_case(ex, case, 5, 0)
+    outcome = checker.run_case(ex, fn, checker.to_device(args, gpucourse.torch_device()))
+    return checker.evaluate(ex, case, args, expected, outcome, gpucourse.torch_device().type)
+
+
+def test_allowed_ops_apply_to_derived_results_only():
+    """An exercise may allow an op (here aten.sum) on what its kernels computed, never on the inputs themselves;
+    every other torch compute op on the inputs or on their copies fails, naming the op."""
+    _triton()
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def partial_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + tl.program_id(0), tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0)))
+
+    def partials_then_torch_sum(x):
+        parts = torch.empty(triton.cdiv(x.numel(), 1024), device=x.device)
+        partial_sums[(parts.numel(),)](x, parts, x.numel(), BLOCK=1024)
+        return parts.sum()
+
+    def launch_then_sum_the_input(x):
+        parts = torch.empty(triton.cdiv(x.numel(), 1024), device=x.device)
+        partial_sums[(parts.numel(),)](x, parts, x.numel(), BLOCK=1024)
+        return x.contiguous().sum()  # a copy of the input is still the input's data
+
+    allowing = _sum_exercise(allowed=("aten.sum",))
+    assert _verdict(allowing, partials_then_torch_sum).passed
+    problems = _verdict(allowing, launch_then_sum_the_input).problems
+    assert any("aten.sum on an input" in p for p in problems), problems
+    problems = _verdict(_sum_exercise(), partials_then_torch_sum).problems  # not allowed: named
+    assert any("derived from them: aten.sum" in p for p in problems), problems
+
+
+def test_an_answer_right_with_every_launch_skipped_fails():
+    """NumPy is invisible to torch's dispatcher: the call made with every Triton launch skipped gives it away."""
+    _triton()
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def nothing(x_ptr, n):
+        pass
+
+    def numpy_sum(x):
+        nothing[(1,)](x, x.numel())
+        return torch.tensor(float(x.cpu().numpy().sum(dtype="float64")), dtype=torch.float32, device=x.device)
+
+    problems = _verdict(_sum_exercise(), numpy_sum).problems
+    assert any("with every Triton launch skipped" in p for p in problems), problems
+
+
+def test_course_solutions_raise_while_trapped_and_come_back():
+    from gpucourse.grading.traps import trapped
+    from gpucourse.lessons.l06_tensor_cores import waves
+
+    want = waves.gemm_waves(1000, 1000, 128, 128, 132)
+    alias = waves.gemm_waves  # what `from ... import gemm_waves` binds
+    with trapped(waves.gemm_waves):
+        with pytest.raises(RuntimeError, match="waves.gemm_waves is the course's own solution"):
+            alias(1000, 1000, 128, 128, 132)
+    assert alias(1000, 1000, 128, 128, 132) == want
+
+
+def test_methods_set_on_objects_the_course_holds_are_put_back():
+    """A judge's helpers live in objects (the stand-in device queue): a method replaced on the object itself is
+    undone by the worker's restore, and reported."""
+    from gpucourse import asyncqueue
+    from gpucourse.grading import judging
+
+    q = asyncqueue._cpu_queue() if not gpucourse.on_gpu() else None
+    if q is None:
+        pytest.skip("the stand-in queue exists in CPU mode only")
+    snap = judging.Snapshot()
+    q.put = lambda *a, **k: None
+    changed = snap.restore()
+    assert "put" not in vars(q) and any("gpucourse.asyncqueue._queue.put" in c for c in changed), changed

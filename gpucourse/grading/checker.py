@@ -185,7 +185,7 @@ def run_call(ex, fn, args: list, skip_launches: bool = False) -> dict:
     inputs = values if ex.kind in ("triton", "cuda") else None
     skip = launches.skipping() if skip_launches else contextlib.nullcontext()
     with guards.poisoned_allocations() as records, launches.counting_triton(course) as triton_launches, \
-            launches.recording_ops(inputs, uses, getattr(ex, "allowed_ops", ())) as ops, skip, \
+            launches.recording_ops(inputs, uses, getattr(ex, "allowed_ops", ()), ex.kind == "cuda") as ops, skip, \
             warnings.catch_warnings():
         # Triton's interpreter evaluates every lane in NumPy, the masked-off ones too (exp of a -inf padding lane,
         # say): its overflow warnings are not the learner's, and a passing check must not print them.

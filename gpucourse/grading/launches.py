@@ -144,6 +144,8 @@ ALLOC_OPS = frozenset(f"aten.{n}" for n in (
     "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "scalar_tensor", "arange", "lift_fresh",
     "lift_fresh_copy", "randn", "rand", "randint", "randperm", "normal", "uniform_", "random_", "_pin_memory",
     "eye", "linspace"))
+# Tensors made from the host's Python data (torch.tensor([...]) of pointers and lengths, an index range).
+HOST_DATA = frozenset(("aten.lift_fresh", "aten.lift_fresh_copy", "aten.scalar_tensor", "aten.arange"))
 UNINITIALISED = frozenset(f"aten.{n}" for n in ("empty", "empty_like", "empty_strided", "new_empty",
                                                 "new_empty_strided"))
 VIEW_OPS = frozenset(f"aten.{n}" for n in (
@@ -199,9 +201,9 @@ def _dispatch_mode_class():
     class _Watch(TorchDispatchMode):
         """Records every aten op (name -> calls) and, with ``inputs``, the compute ops used on derived data."""
 
-        def __init__(self, ops, inputs=(), uses=None, allowed=()):
+        def __init__(self, ops, inputs=(), uses=None, allowed=(), opaque=False):
             super().__init__()
-            self.ops, self.uses, self.allowed = ops, uses, frozenset(allowed)
+            self.ops, self.uses, self.allowed, self.opaque = ops, uses, frozenset(allowed), opaque
             self.inputs = {w for w in map(_where, _tensors(list(inputs))) if w is not None}
             self.derived = set(self.inputs)
 
@@ -221,7 +223,10 @@ def _dispatch_mode_class():
             touches = [w for w in given if w in self.derived]
             outs = [w for w in map(_where, _tensors(out)) if w is not None]
             if name in ALLOC_OPS:
-                self.derived.difference_update(w for w in outs if w not in given)  # fresh memory
+                if self.opaque and name not in HOST_DATA:  # a CUDA binding may fill it from the inputs unseen
+                    self.derived.update(outs)
+                else:
+                    self.derived.difference_update(w for w in outs if w not in given)  # fresh memory
                 if name in UNINITIALISED:  # whatever way it was asked for (empty_strided too): never old results
                     from .guards import poison_
 
@@ -245,16 +250,18 @@ def _dispatch_mode_class():
 
 
 @contextlib.contextmanager
-def recording_ops(inputs=None, uses=None, allowed=()):
+def recording_ops(inputs=None, uses=None, allowed=(), opaque=False):
     """Yields a Counter of aten ops (e.g. ``aten.add.Tensor``) called inside the block. With ``inputs`` (tensors)
     and ``uses`` (a Counter), the compute ops used on the inputs or on what was derived from them (see the module's
-    docstring) are counted into ``uses``; ``allowed`` ops are not counted on derived data (only on the inputs)."""
+    docstring) are counted into ``uses``; ``allowed`` ops are not counted on derived data (only on the inputs).
+    ``opaque``: kernels are launched where this cannot see their arguments (a CUDA extension's binding), so every
+    tensor allocated in the block counts as derived, but those made from the host's Python data."""
     ops: collections.Counter = collections.Counter()
     cls = _dispatch_mode_class()
     if cls is None:
         yield ops
         return
-    watch = cls(ops, inputs or (), uses if inputs is not None else None, allowed)
+    watch = cls(ops, inputs or (), uses if inputs is not None else None, allowed, opaque)
     old, _state["watch"] = _state["watch"], (watch if inputs is not None else _state["watch"])
     try:
         with watch:

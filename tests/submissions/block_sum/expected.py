@@ -2,6 +2,12 @@
 # CUDA C++ kernels: `gpucourse grade` needs a GPU. "cpu" is what gpucourse.check says in CPU mode instead, where it
 # compile-checks the kernels with nvcc (tests/lessons/test_l04_cuda_reduction.py holds it to that).
 EXPECTED = {
+    # Issue 17: a torch op on what a binding returned (derived from the input), or the input copied to the host to
+    # compute there, fails naming it.
+    "cheat_copy_kernel_then_torch_sum.py": {"status": "failed", "message": "derived from them: aten.sum",
+                                            "cpu": {"status": "needs gpu", "message": "copy_kernel"}},
+    "cheat_host_numpy_sum.py": {"status": "failed", "message": "no CUDA kernel was launched",
+                                "cpu": {"status": "failed", "message": "returned without building a CUDA kernel"}},
     "right_atomic_per_block.py": {"status": "passed", "message": "all 10 cases passed",
                                   "cpu": {"status": "needs gpu", "message": "tree_sum"}},
     # A race compiles: only a GPU finds it, as wrong values or as two runs that disagree.

@@ -8,10 +8,9 @@ EXPECTED = {
                                            "message": "the output does not come from your kernels: with every "
                                                       "Triton launch skipped"},
     "cheat_do_nothing_returns_empty.py": {"status": "failed", "message": "elements never written"},
-    # Sizes are drawn per run: a kernel right only on the sizes the spec once listed fails every drawn case.
-    "wrong_right_on_spec_sizes_only.py": {"status": "failed", "message": "5 of 6 cases failed", "passes": ["n=1"],
-                                          "fails": ["n just below a power of two", "n just above a power of two",
-                                                    "n not a power of two", "strided x[::step]", "large"]},
+    # Sizes are drawn per run: a kernel right only on the sizes the spec once listed fails the drawn cases (a draw
+    # may hit an old size, 1023 among 2**k - d say, so which ones fail varies; with fixed sizes all would pass).
+    "wrong_right_on_spec_sizes_only.py": {"status": "failed", "message": "cases failed", "passes": ["n=1"]},
     "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_autotuned.py": {"status": "passed", "message": "all 6 cases passed"},
     "right_strided_kernel.py": {"status": "passed", "message": "all 6 cases passed"},
