@@ -1,0 +1,47 @@
+"""What Nsight Compute recorded for the M = 1 GEMVs on the course's H100 (``benchmarks/explore_quant_words.py`` and
+``benchmarks/profile_quant07.py``, committed as ``benchmarks/results/h100-explore-quant-words.json``): the lesson
+shows it, labelled, in both modes (profiling needs the GPU and permission to read its counters)."""
+from __future__ import annotations
+
+import json
+import os
+
+FILE = "h100-explore-quant-words.json"
+
+
+def profile() -> dict:
+    """The recorded run: ncu figures per kernel, instruction counts, and the best speed-ups of the word-wise
+    variants against the lesson kernels in the same runs."""
+    from gpucourse.workbooks import ROOT
+
+    with open(os.path.join(ROOT, "benchmarks", "results", FILE)) as f:
+        doc = json.load(f)
+    ncu = doc["ncu_8192x8192"]
+    best, lesson = [], []
+    for key in ("round5_words_3d", "round6_wide_steps"):
+        run = doc[key]
+        best += [t[0][0] for t in (r["top_min_speedup_over_shapes"] for r in run["rows"] if r.get("best") == "i4")]
+        lesson += [r["lesson_i4_speedup"] for r in run["rows"] if "lesson_i4_speedup" in r]
+    return {"device": doc[key]["device"], "torch": doc[key]["torch"], "triton": doc[key]["triton"], "ncu": ncu,
+            "words_best_i4": max(best), "lesson_i4_range": (min(lesson), max(lesson))}
+
+
+def show_profile() -> dict:
+    """Print the recorded profile of the int8 and int4 kernels at 8192 x 8192 (and return it)."""
+    p = profile()
+    ncu = p["ncu"]
+    print(f"recorded on an {p['device']} (torch {p['torch']}, triton {p['triton']}) with Nsight Compute, not "
+          f"measured here; 8192 x 8192, M = 1")
+    print(f"{'kernel':>14} {'µs':>6} {'DRAM % of peak':>15} {'busiest memory unit %':>22} {'issue slots used %':>19}")
+    for name, label in (("w8a16", "int8 (lesson)"), ("w4a16", "int4 (lesson)")):
+        k = ncu[name]
+        print(f"{label:>14} {float(k['Duration'][0]):6.1f} {float(k['DRAM Throughput'][0]):15.0f} "
+              f"{float(k['Mem Busy'][0]):22.0f} {100 * float(k['Issued Warp Per Scheduler'][0]):19.0f}")
+    ins = ncu["w4a16_instructions"]
+    print(f"int4: {ins['executed_warp_instructions'] / 1e6:.1f} M warp instructions for {ins['weights'] / 1e6:.0f} M "
+          f"weights = {ins['thread_instructions_per_weight']:.1f} instructions per weight")
+    print("ncu: " + "; ".join(ins["ncu_notes"][:2]))
+    print(f"a variant with 3 instructions per weight in its source (explore_quant_words.py): best "
+          f"{p['words_best_i4']:.2f}x bf16, against {p['lesson_i4_range'][0]:.2f}-{p['lesson_i4_range'][1]:.2f}x for "
+          f"the lesson kernel in the same runs")
+    return p
