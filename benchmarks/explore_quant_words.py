@@ -18,7 +18,7 @@ Variants: how x reaches the registers (8 strided loads of x, or one contiguous l
 sizes, warps, pipeline stages. Timed with a read flush of L2 (events), against bf16 F.linear timed the same way and
 the lesson kernels of round four.
 
-  python3 benchmarks/explore_quant_words.py [--wide | --2d]   (writes $OUT/explore_quant_words[_wide|_2d].json)
+  python3 benchmarks/explore_quant_words.py [--wide | --2d | --bcast]   (writes $OUT/explore_quant_words[_wide|_2d|_bcast].json)
 """
 import itertools
 import json
@@ -186,6 +186,67 @@ def run_words2d(x, w_words, s, bits, gw, w, block_n, warps, stages, row_scale):
     return out
 
 
+@triton.jit
+def bcast_i8_kernel(x_ptr, q_ptr, s_ptr, out_ptr, N, K, stride_xm, stride_qn, stride_om,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
+    """Round eight: x loaded through a pointer tile of the weight tile's shape (every row's pointers the same), so
+    Triton can give the x load the weights' layout: each thread fetches the x of its own columns from L1, and
+    nothing moves through shared memory to broadcast x across rows."""
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < N
+    rk = tl.arange(0, BLOCK_K)
+    q_rows = q_ptr + rn.to(tl.int64)[:, None] * stride_qn
+    x_rows = x_ptr + m * stride_xm + 0 * rn[:, None]
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES):
+        kk = k0 + rk
+        w = tl.load(q_rows + kk[None, :], mask=n_ok[:, None], other=0)
+        x = tl.load(x_rows + kk[None, :])
+        wf = ((w.to(tl.int32) & 0xFF) ^ 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+        acc += wf * x.to(tl.float32)
+    y = tl.sum(acc, axis=1) * tl.load(s_ptr + rn, mask=n_ok, other=0.0)
+    tl.store(out_ptr + m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
+
+
+@triton.jit
+def bcast_i4_kernel(x_ptr, p_ptr, s_ptr, out_ptr, N, K, stride_xm, stride_pn, stride_sn, stride_om,
+                    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    """Round eight, int4: one group per step; x[2j], x[2j+1] loaded as a pair tile of the weights' shape and split."""
+    HALF: tl.constexpr = GROUP // 2
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < N
+    rj = tl.arange(0, HALF)
+    p_rows = p_ptr + rn.to(tl.int64)[:, None] * stride_pn
+    x_rows = x_ptr + m * stride_xm + 0 * rn[:, None, None]
+    acc = tl.zeros((BLOCK_N, HALF), dtype=tl.float32)
+    for g in tl.range(0, K // GROUP, num_stages=STAGES):
+        byte = g * HALF + rj
+        b = tl.load(p_rows + byte[None, :], mask=n_ok[:, None], other=0).to(tl.int32)
+        xe, xo = tl.split(tl.load(x_rows + 2 * byte[None, :, None] + tl.arange(0, 2)[None, None, :]).to(tl.float32))
+        lo = ((b & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+        hi = (((b >> 4) & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+        s = tl.load(s_ptr + rn * stride_sn + g, mask=n_ok, other=0.0)
+        acc += (lo * xe + hi * xo) * s[:, None]
+    y = tl.sum(acc, axis=1)
+    tl.store(out_ptr + m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
+
+
+def run_bcast(x, w, s, kind, block_n, block_k, warps, stages):
+    m, k = x.shape
+    n = w.shape[0]
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    grid = (m, triton.cdiv(n, block_n))
+    if kind == "i8":
+        bcast_i8_kernel[grid](x, w, s, out, n, k, x.stride(0), w.stride(0), out.stride(0), BLOCK_N=block_n,
+                              BLOCK_K=block_k, STAGES=stages, num_warps=warps)
+    else:
+        bcast_i4_kernel[grid](x, w.view(torch.int8), s, out, n, k, x.stride(0), w.stride(0), s.stride(0),
+                              out.stride(0), GROUP=block_k, BLOCK_N=block_n, STAGES=stages, num_warps=warps)
+    return out
+
+
 def main():
     out_path = os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_words.json")
     buf = torch.empty(256 * 2 ** 20, dtype=torch.int8, device="cuda")
@@ -204,7 +265,12 @@ def main():
         with open(out_path, "w") as f:
             json.dump(doc, f, indent=1)
 
-    if "--2d" in sys.argv:  # round seven: cfg = (BLOCK_N, W words per step, num_warps, stages, 2)
+    if "--bcast" in sys.argv:  # round eight: cfg = (BLOCK_N, BLOCK_K or group, num_warps, stages, 3)
+        i4_cfgs = [(bn, 128, nw, ns, 3) for bn, nw, ns in itertools.product((4, 8, 16, 32), (2, 4, 8), (1, 3))]
+        i8_cfgs = [(bn, bk, nw, ns, 3) for bn, bk, nw, ns in itertools.product((4, 8, 16), (256, 512, 1024), (4,),
+                                                                              (1, 3))]
+        out_path = out_path.replace(".json", "_bcast.json")
+    elif "--2d" in sys.argv:  # round seven: cfg = (BLOCK_N, W words per step, num_warps, stages, 2)
         i4_cfgs = [(bn, w, nw, ns, 2) for bn, w, nw, ns in itertools.product((8, 16, 32), (64, 128, 256), (4,),
                                                                               (2, 3))]
         i4_cfgs += [(bn, 128, 8, 3, 2) for bn in (32, 64)] + [(bn, 128, 2, 3, 2) for bn in (8, 16)]
@@ -248,7 +314,11 @@ def main():
             for cfg in cfgs:
                 bn, a, nw, ns, xs = cfg
                 try:
-                    if kind == "i4" and xs == 2:
+                    if xs == 3:
+                        fn = (lambda: run_bcast(x, p4, s4, "i4", bn, a, nw, ns)) if kind == "i4" else \
+                            (lambda: run_bcast(x, q8, s8, "i8", bn, a, nw, ns))  # noqa: E731
+                        ref = ref4 if kind == "i4" else ref8
+                    elif kind == "i4" and xs == 2:
                         fn = lambda: run_words2d(x, w4, s4, 4, 16, a, bn, nw, ns, False)  # noqa: E731
                         ref = ref4
                     elif xs == 2:
