@@ -29,6 +29,12 @@ Security model (submissions are careless at best and hostile at worst):
   ``CUDA_VISIBLE_DEVICES``. On a GPU the timed step holds a lock of its GPU that every other job's cases wait for
   (gpulock.py, taken here, outside the sandbox), so speed is measured alone; each result's ``timing`` says how.
 * Outputs are poisoned and inputs surrounded by canaries (guards.py); every case runs twice where races are possible.
+* The answer must come from the learner's kernels (Triton and CUDA exercises, launches.py): a torch compute op on the
+  inputs or on anything derived from them fails the case, naming the op (allocation, views, copies and fills are
+  allowed; ``Exercise.allowed_ops`` on derived results only); a Triton exercise's case is called a third time with
+  every launch skipped, and an output that is still the answer fails ("the output does not come from your
+  kernels"); launches of the course's own kernels do not count. Sizes are drawn here for every run from each case's
+  class (``exercise.Draw``), from the secret seed: the worker receives only the tensors.
 * Judged exercises (``Exercise.judge``: a timer, a loop that must not synchronize, answers judged against fresh
   numbers) have no output to compare here: their judge must watch the call. It runs inside the same isolated worker,
   through the same code as ``gpucourse.check`` (``checker.judge_case``), on the case's parameters and a seed sent from
