@@ -244,6 +244,8 @@ def _dispatch_mode_class():
                     if on_input or name not in self.allowed:
                         self.uses[name + (" on an input" if on_input and name in self.allowed else "")] += 1
                 self.derived.update(outs)
+            else:  # computed from fresh data only: a fresh result, even where it reuses freed derived memory
+                self.derived.difference_update(w for w in outs if w not in given)
             return out
 
     return _Watch
