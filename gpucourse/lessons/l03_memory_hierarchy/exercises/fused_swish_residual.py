@@ -12,6 +12,9 @@ each input read once and the output written once. torch ops on the data (torch.s
 device; `out` has that shape and dtype. Compute in float32 inside the kernel and round once when storing.
 `x` or `y` may be non-contiguous: make contiguous copies first (a copy is not a Triton launch) or use strides.
 Do not modify `x` or `y`.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 

@@ -12,6 +12,9 @@ count. Keep your `__global__` kernels in the `kernels` string (no torch headers 
 Call `build(...)` inside `block_sum` (it is cached, so only the first call compiles). In CPU mode `build` compiles
 your kernels with nvcc and stops with "needs a GPU": the checker then shows the compiler's report instead of running
 it. Accumulate in float32; the checker allows for a different summation order (a tolerance relative to the sum).
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction...) on the inputs or on anything
+derived from them (a copy, a view, a tensor your extension returned) fails the check, which names it; allocating,
+viewing, copying, casting and filling tensors is fine.
 """
 
 

@@ -12,6 +12,9 @@ grid). Copies (the pointer table to the GPU) and fills (`torch.zeros`) are not c
 kernel is, so a Python loop of `t.sum()` or of your own kernel fails. Build with `gpucourse.cuda_build.build(...)`
 called inside `sum_many` (cached), kernels in the torch-free `kernels` string; in CPU mode the checker compiles them
 and reports that running them needs a GPU. An empty list returns an empty tensor; an empty tensor sums to 0.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction...) on the inputs or on anything
+derived from them (a copy, a view, a tensor your extension returned) fails the check, which names it; allocating,
+viewing, copying, casting and filling tensors is fine.
 """
 
 

@@ -13,6 +13,9 @@ the edges of M and N. The inputs may be non-contiguous views (`b` can be a trans
 For float32, `tl.dot`'s default TF32 precision is accepted. In CPU mode, Triton's interpreter gets `tl.dot` on
 bfloat16 wrong (triton-lang/triton#11584): convert bfloat16 tiles to float32 before `tl.dot` when
 `os.environ.get("TRITON_INTERPRET") == "1"`, and keep them bfloat16 on a GPU.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 

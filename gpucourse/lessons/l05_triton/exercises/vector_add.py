@@ -10,6 +10,9 @@ Triton kernel you launch (`kernel[grid](...)`): `x + y` or `torch.add` do not co
 `x` and `y` are 1-D float32 tensors of the same length n >= 1 (any n, not just powers of two), on the same device.
 They may be non-contiguous (for example `x = a[::2]`): pass their stride to the kernel, or make a contiguous copy
 first. Do not modify `x` or `y`.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 

@@ -35,6 +35,9 @@ M, N and K are multiples of 16 but not of your block sizes: mask the K tail and 
 Where FP8 cannot run (a GPU older than compute capability 8.9, such as a T4 or an A100, or a Triton whose interpreter
 cannot run FP8 `tl.dot` in CPU mode), the checker gives `a` and `b` as float16 holding the same FP8-representable
 values, and the same kernel is checked through that dtype; the check on an FP8 GPU is the real one.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 FP8 = "float8_e4m3fn"

@@ -13,6 +13,9 @@ launch. `x` is bfloat16 (M, K), M from 1 to 16; `packed` uint8 (N, K // 2); `sca
 anything from 1 up. Unpack in registers (shifts), multiply and accumulate in float32, and apply each group's scale
 in float32 (to the group's partial sum or to each weight). Never round partial sums to bfloat16 ("cancelling
 halves" shows it), and no torch matmul on a dequantized matrix.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 

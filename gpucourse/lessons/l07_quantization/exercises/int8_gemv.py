@@ -13,6 +13,9 @@ convert it in registers, multiply and accumulate in float32, and apply the scale
 weight in float32). Do not round dequantized weights or partial sums to bfloat16 (8 significant bits): the case
 "cancelling halves" is built so that either shows. No torch matmul: materializing the bf16 weight matrix moves
 three times the bytes the kernel exists to save.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 

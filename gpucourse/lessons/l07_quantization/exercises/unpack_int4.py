@@ -10,6 +10,9 @@ out[n, 2j] = the signed value of the low nibble of p[n, j] and out[n, 2j + 1] th
 [-8, 7]. Do the unpacking in a Triton kernel you launch (shifts on integers, `<<` and `>>`): a nibble 0b1111 is -1,
 not 15. Hint: a byte read as int8 and widened to int32 keeps its sign, and `>>` on a signed integer copies the sign
 bit in from the left. Checked on every byte value 0..255, random bytes and rows of odd length.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 

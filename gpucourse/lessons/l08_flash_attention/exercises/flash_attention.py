@@ -38,6 +38,9 @@ two calls each case makes; in CPU mode what torch.empty and torch.empty_like han
 plus 128 KiB, which an S×S matrix exceeds in the long case.
 In CPU mode Triton's interpreter gets `tl.dot` on bfloat16 wrong (triton-lang/triton#11584): convert bfloat16
 tiles to float32 before `tl.dot` when `os.environ.get("TRITON_INTERPRET") == "1"`.
+Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
+on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
+allocating, viewing, copying, casting and filling tensors is fine.
 """
 
 # torch ops that compute attention or its pieces for you: calling one fails the case.
