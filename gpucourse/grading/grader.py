@@ -94,6 +94,7 @@ import time
 
 import torch
 
+from .. import cuda_build
 from .. import device as _device
 from .. import env as _env
 from . import checker, gpulock, launches, protocol, sandbox
@@ -123,7 +124,8 @@ SUSPICIOUS = [  # (regex, why a human should look)
      "monkeypatches the course's helpers (what judges rely on)"),
     (r"DisableTorchFunction|_disable_torch_function|torch_function_stack|_set_torch_function_state|"
      r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__|torch\.library|\btorch\._C\b|"
-     r"set_sync_debug_mode|function_mode_stack|dispatch_mode_stack",
+     r"set_sync_debug_mode|function_mode_stack|dispatch_mode_stack|_disable_current_modes|_python_dispatch|"
+     r"DisableTorchDispatch|_ExcludeDispatchKeyGuard",
      "hooks into or switches off torch's dispatch (modes, torch.library, torch._C): the sync detector relies on it"),
     (r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)|\bgc\s*\.\s*callbacks|\bweakref\b|"
      r"\bthreading\b|\b_thread\b|\bdef\s+__del__", "installs hooks or threads that run code later"),
@@ -219,6 +221,7 @@ def _worker_env(gpu: str | None, tmp: str) -> dict:
         env["TRITON_INTERPRET"] = "1"
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    env.update(cuda_build.worker_env())  # the read-only precompiled header prepared in grade(), the build layout
     return env
 
 
@@ -647,6 +650,8 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     if not isolation.sandboxed and (progress or (progress is None and sys.stderr.isatty())):
         print(f"gpucourse grade: isolation: {isolation.detail}", file=sys.stderr, flush=True)
     jobs = max(1, int(jobs))
+    if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
+        cuda_build.prepare_shared()
     slots: queue.Queue = queue.Queue()
     for gpu in _gpu_slots(jobs):
         slots.put(gpu)
