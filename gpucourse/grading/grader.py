@@ -126,7 +126,8 @@ SUSPICIOUS = [  # (regex, why a human should look)
      r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__|torch\.library|\btorch\._C\b|"
      r"set_sync_debug_mode|function_mode_stack|dispatch_mode_stack|_disable_current_modes|_python_dispatch|"
      r"DisableTorchDispatch|_ExcludeDispatchKeyGuard",
-     "hooks into or switches off torch's dispatch (modes, torch.library, torch._C): the sync detector relies on it"),
+     "hooks into or switches off torch's dispatch (modes, torch.library, torch._C): the sync detector and the op "
+     "recorder rely on it"),
     (r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)|\bgc\s*\.\s*callbacks|\bweakref\b|"
      r"\bthreading\b|\b_thread\b|\bdef\s+__del__", "installs hooks or threads that run code later"),
     (r"\bsubprocess\b|\bos\s*\.\s*(system|popen|fork)\b|\bmultiprocessing\b", "starts other processes"),
