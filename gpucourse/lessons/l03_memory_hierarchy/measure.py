@@ -28,6 +28,27 @@ def solutions() -> dict:
 
 
 
+def _captured(fn, reps: int):
+    """``fn`` repeated ``reps`` times in one CUDA graph (a plain loop in CPU mode), captured with
+    ``capture_error_mode="thread_local"``: in a Jupyter kernel other threads live beside the cell's (ipykernel's I/O
+    and heartbeat), and only the capturing thread's own calls should be able to break the capture."""
+    if not device.on_gpu():
+        return graph_repeat(fn, reps)
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # compile and warm outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for _ in range(reps):
+            fn()
+    return graph.replay
+
+
 def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_from: int = 2**26) -> dict:
     """Copy bandwidth against working-set size (bytes read + written), L2 left warm between repeats.
 
@@ -57,7 +78,7 @@ def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_fro
         src = torch.randn(n, device=device.torch_device())
         dst = torch.empty_like(src)
         reps = max(1, min(1024, 2**28 // ws))
-        fn = graph_repeat(lambda: access.copy(src, dst), reps)
+        fn = _captured(lambda: access.copy(src, dst), reps)
         r = bench(fn, bytes=reps * 2 * n * 4, name=f"copy kernel ws={ws}", **bench_kw)
         out["gbps"].append(r.gbps)
         out["kernel_us"].append(r.median_ms * 1e3 / reps)
@@ -67,7 +88,7 @@ def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_fro
             eager = bench(dst.copy_, src, bytes=2 * n * 4, name=f"copy_ ws={ws}", **bench_kw).gbps
         out["copy_gbps"].append(eager)
         if graph_memcpy:
-            g = graph_repeat(lambda: dst.copy_(src), reps)
+            g = _captured(lambda: dst.copy_(src), reps)
             out["graph_memcpy_gbps"].append(bench(g, bytes=reps * 2 * n * 4, name=f"graph copy_ ws={ws}",
                                                   **bench_kw).gbps)
             del g
@@ -324,12 +345,15 @@ def fusion(n: int = 2**26, rows: int = 16384, cols: int = 4096, compile: bool | 
     Each variant's GB/s counts the *fused* bytes (the least any version must move), so the numbers compare times;
     ``bytes_moved`` says what each variant really moves. ``copy_gbps`` is a torch copy of that many bytes.
     ``compile``: time torch.compile too (default: on a GPU only; on the CPU it needs a C++ compiler and is slow).
+    On a GPU, L2 is flushed by a read before each repeat (``bench_kw`` may say otherwise). The lesson runs this in a
+    child process (``gpucourse.benchmarks.run_in_child("memory03_fusion")``): torch.compile is code the course does
+    not control, and if it hangs or crashes there the notebook's kernel lives on.
     """
     import torch
 
     from . import fusion as F
 
-    bench_kw = dict(bench_kw or {})
+    bench_kw = {"flush_l2": "read", **dict(bench_kw or {})}
     compile = device.on_gpu() if compile is None else compile
     dtype = torch.float32
     out = {}
