@@ -13,14 +13,33 @@ In CPU mode it cannot load anything (a CPU-only torch has no CUDA runtime to loa
 kernels with ``nvcc`` and raises :class:`NeedsGPU` carrying the compiler's report: the exercise checker turns that
 into "compiles; running it needs a GPU". Compile errors are raised as :class:`CudaCompileError` whose message is the
 compiler's own output, not a Python stack.
+
+Where a build's seconds go, and what ``build`` does about it (the grader builds one extension per CUDA submission).
+Both translation units parse torch's headers, and that parsing is nearly all of a cold build: ``main.cpp`` (the
+Python bindings) includes all of ``torch/extension.h``; the ``.cu`` file includes ``torch/types.h`` for the binding,
+and nvcc parses a ``.cu`` file twice, once for the host and once for the device. So, by default (``split``):
+
+* the device pass sees only the kernels: torch's headers and the binding sit under ``#ifndef __CUDA_ARCH__``, as host
+  code (the kernels are torch-free by the course's convention; kernel templates, or device code in the binding,
+  keep the old layout, since the device pass must see every instantiation);
+* ``main.cpp`` includes a precompiled ``torch/extension.h`` when :func:`prepare_shared` has built one for this
+  compiler, these flags and this torch (the grader does, once per machine, before its workers start, and binds it
+  read-only into their sandboxes); without one it parses the header as before.
+
+``GPUCOURSE_CUDA_BUILD=inline`` selects the old layout (one ``load_inline``, torch's headers in both passes). A
+source that fails to compile split is built the old way before its error is reported, so the split never turns a
+source that compiled into one that does not (a kernel that leaned on a type or function that torch's headers happened
+to include).
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -34,10 +53,21 @@ NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo")  # no --use_fast_math: sums must
 # torch's headers) is left to the small generated C++ file that holds the Python bindings.
 BINDING_HEADERS = ("#include <torch/types.h>\n#include <c10/cuda/CUDAStream.h>\n"
                    "#include <c10/cuda/CUDAException.h>\n#include <c10/cuda/CUDAGuard.h>\n")
+BUILD_ENV = "GPUCOURSE_CUDA_BUILD"  # "split" (default) or "inline" (the old layout, kept to compare with)
+LAYOUTS = ("split", "inline")
+SHARED_ENV = "GPUCOURSE_CUDA_SHARED"  # the folder of the precompiled torch/extension.h (set by the grader)
+PCH_HEADER = "gpucourse_torch_extension.h"  # in that folder, with its .gch beside it
+MAIN_CFLAGS = ("-O2",)  # main.cpp's flags, the precompiled header's too (gcc uses a .gch only with the same ones)
+# What makes the device pass need more than the kernels: a kernel template (instantiated where the binding launches
+# it) or device code in the binding.
+_NEEDS_BOTH_PASSES = re.compile(r"\btemplate\b")
+_DEVICE_CODE = re.compile(r"__(global|device|constant|shared|managed)__")
 
 
 class CudaCompileError(RuntimeError):
     """nvcc (or the host compiler) rejected the source; the message is the compiler's output."""
+
+    raw = ""  # the build's whole output (the message is its diagnostics)
 
 
 class ToolMissing(RuntimeError):
@@ -308,25 +338,247 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
         report = compile_check(kernels, flags=flags)
         raise NeedsGPU(f"{name}: the CUDA kernels compile ({', '.join(report.kernels) or 'no kernels'}); "
                        f"running them needs a CUDA GPU (CPU mode)", report)
-    key = _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch())
+    split = build_layout() == "split" and splittable(kernels, binding)
+    key = _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch(),
+                *(("split",) if split else ()))
     if key in _modules:
         _by_args[args_key] = _modules[key]
         return _modules[key]
     require_tools(ninja=True)
+    try:
+        module = _load(name, key, kernels, binding, cpp, functions, flags, verbose, split)
+    except CudaCompileError as exc:
+        if not (split and _device_pass_failed(exc.raw)):
+            raise
+        # Only the device pass failed, and it saw no torch header (a kernel that used what torch's headers happened
+        # to include): the old layout decides, and its error, if any, is the one shown.
+        module = _load(name, _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch()),
+                       kernels, binding, cpp, functions, flags, verbose, False)
+    module.kernels_source = kernels
+    _modules[key] = _by_args[args_key] = module
+    return module
+
+
+def build_layout() -> str:
+    """``split`` (default) or ``inline``, from $GPUCOURSE_CUDA_BUILD."""
+    value = (os.environ.get(BUILD_ENV) or "split").strip().lower()
+    if value not in LAYOUTS:
+        raise ValueError(f"{BUILD_ENV}={value!r}: choose one of {', '.join(LAYOUTS)}")
+    return value
+
+
+def splittable(kernels: str, binding: str) -> bool:
+    """Whether the device pass can be given the kernels alone: no template in them (the binding may instantiate
+    it) and no device code in the binding."""
+    return not _NEEDS_BOTH_PASSES.search(kernels) and not _DEVICE_CODE.search(binding)
+
+
+def cuda_source(kernels: str, binding: str, split: bool, path: str = "cuda.cu") -> str:
+    """The .cu file at ``path``: torch's headers, the kernels, the binding. The inline layout gets load_inline's
+    own first three lines (torch/types.h, cuda.h, cuda_runtime.h) from load_inline itself. ``split``: the headers
+    and the binding are host code only (``#ifndef __CUDA_ARCH__``), so nvcc's device pass parses the kernels alone;
+    ``#line`` keeps every line where the inline layout has it (the kernels from line 8), so messages, -lineinfo and
+    sanitizer reports name the same lines, and the device pass calls the file plain ``cuda.cu`` where the host pass
+    uses ``path``, so a failure of the device pass alone is told apart (:func:`_device_pass_failed`)."""
+    if not split:
+        return BINDING_HEADERS + kernels + "\n" + binding
+    binding_line = 8 + kernels.count("\n") + 1
+    return ("#ifndef __CUDA_ARCH__\n#include <torch/types.h>\n#endif\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+            "#ifdef __CUDA_ARCH__  // the device pass compiles the kernels alone\n"
+            "#define GPUCOURSE_CUDA_FILE \"cuda.cu\"\n#else\n" + BINDING_HEADERS +
+            f"#define GPUCOURSE_CUDA_FILE {json.dumps(path)}\n#endif\n#line 8 GPUCOURSE_CUDA_FILE\n" + kernels +
+            f"\n#ifndef __CUDA_ARCH__\n#line {binding_line}\n" + binding + "\n#endif\n")
+
+
+_DEVICE_PASS_DIAGNOSTIC = re.compile(r"(?:^|[\s\"'])cuda\.cu\(\d+\): (?:error|catastrophic)", re.M)
+
+
+def _device_pass_failed(output: str) -> bool:
+    """A split build's compiler output blames the device pass (its diagnostics name plain ``cuda.cu``): the host
+    pass, which sees everything the inline layout's does, got through."""
+    return bool(_DEVICE_PASS_DIAGNOSTIC.search(output))
+
+
+def _load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
     import torch.utils.cpp_extension as ext
 
     full = f"{name}_{key}"
     build_dir = os.path.join(cache_dir(), full)
     os.makedirs(build_dir, exist_ok=True)
+    source = cuda_source(kernels, binding, split, os.path.join(os.path.abspath(build_dir), "cuda.cu"))
+    kwargs = dict(name=full, cuda_sources=[source], functions=functions,
+                  extra_cuda_cflags=[*NVCC_FLAGS, *flags], extra_cflags=list(MAIN_CFLAGS),
+                  build_directory=build_dir, verbose=verbose)
+    if split:
+        pch = shared_header()
+        if pch:
+            kwargs["extra_cflags"] += ["-include", pch, "-Winvalid-pch"]
+        kwargs.update(cpp_sources=["#include <torch/extension.h>\n" + cpp], no_implicit_headers=True)
+    else:
+        kwargs["cpp_sources"] = [cpp]
     try:
-        module = ext.load_inline(name=full, cpp_sources=[cpp], cuda_sources=[BINDING_HEADERS + kernels + "\n" +
-                                                                              binding],
-                                 functions=functions, extra_cuda_cflags=[*NVCC_FLAGS, *flags],
-                                 extra_cflags=["-O2"], build_directory=build_dir, verbose=verbose)
+        if split and "no_implicit_headers" not in _load_inline_parameters():
+            module = _load_files(ext, **kwargs)
+        else:
+            module = ext.load_inline(**kwargs)
     except RuntimeError as exc:  # ninja's output holds the compiler's diagnostics
         if "Error building extension" in str(exc):
-            raise CudaCompileError(f"building {name} failed:\n" + _compiler_message(str(exc))) from None
+            err = CudaCompileError(f"building {name} failed:\n" + _compiler_message(str(exc)))
+            err.raw = str(exc)
+            raise err from None
         raise
-    module.kernels_source = kernels
-    _modules[key] = _by_args[args_key] = module
+    module.build_layout = ("split" + ("+pch" if kwargs["extra_cflags"] != list(MAIN_CFLAGS) else "")) if split \
+        else "inline"
     return module
+
+
+def _load_inline_parameters() -> frozenset:
+    import torch.utils.cpp_extension as ext
+
+    try:
+        params = inspect.signature(ext.load_inline).parameters
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):  # a wrapper taking **kwargs
+        return frozenset(params) | {"no_implicit_headers"}
+    return frozenset(params)
+
+
+def _load_files(ext, name, cpp_sources, cuda_sources, functions, build_directory, no_implicit_headers=True,
+                **kwargs):
+    """A torch whose load_inline has no ``no_implicit_headers``: the same two files, built with ``load``."""
+    defs = "".join(f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");\n' for f in functions)
+    files = {"main.cpp": "\n".join(cpp_sources) + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}}}\n",
+             "cuda.cu": "\n".join(cuda_sources)}
+    for fname, text in files.items():
+        path = os.path.join(build_directory, fname)
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+    return ext.load(name=name, sources=[os.path.join(build_directory, f) for f in files],
+                    build_directory=build_directory, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The precompiled torch/extension.h shared by the grader's workers.
+
+_recipe_cache: dict = {}
+
+
+def pch_recipe() -> dict | None:
+    """How torch compiles an extension's main.cpp here (compiler and flags, read from the build.ninja that
+    torch.utils.cpp_extension writes), without the extension's name; None where torch cannot say (no CUDA, an
+    unexpected torch). The precompiled header is built with exactly these, so gcc accepts it for main.cpp."""
+    if "recipe" in _recipe_cache:
+        return _recipe_cache["recipe"]
+    recipe = None
+    try:
+        import torch
+        import torch.utils.cpp_extension as ext
+
+        write = ext._write_ninja_file_to_build_library
+        with tempfile.TemporaryDirectory(prefix="gpucourse-pch-") as d:
+            args = dict(path=os.path.join(d, "build.ninja"), name="gpucourse_pch",
+                        sources=[os.path.join(d, "main.cpp"), os.path.join(d, "cuda.cu")],
+                        extra_cflags=list(MAIN_CFLAGS), extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[],
+                        extra_include_paths=[], with_cuda=True, with_sycl=False, is_standalone=False)
+            params = inspect.signature(write).parameters
+            write(**{k: v for k, v in args.items() if k in params})
+            with open(args["path"]) as f:
+                text = f.read()
+        lines = dict(re.findall(r"^(\w+) = ?(.*)$", text, re.M))
+        if lines.get("cxx") and "cflags" in lines:
+            flags = [t for t in shlex.split(lines["cflags"]) + shlex.split(lines.get("post_cflags", ""))
+                     if not t.startswith("-DTORCH_EXTENSION_NAME=")]
+            cxx = shlex.split(lines["cxx"])
+            version = subprocess.run([*cxx[-1:], "--version"], capture_output=True, text=True, timeout=60).stdout
+            recipe = {"cxx": cxx, "flags": flags, "compiler": version.splitlines()[:1], "torch": torch.__version__,
+                      "torch_path": os.path.dirname(torch.__file__)}
+    except Exception:  # no CUDA torch, no compiler, a torch whose internals moved: no precompiled header
+        recipe = None
+    _recipe_cache["recipe"] = recipe
+    return recipe
+
+
+def _pch_dir(recipe: dict) -> str:
+    return os.path.join(cache_dir(), "shared", "pch_" + _hash(json.dumps(recipe, sort_keys=True)))
+
+
+def _pch_valid(folder: str, recipe: dict) -> bool:
+    try:
+        with open(os.path.join(folder, "recipe.json")) as f:
+            return json.load(f) == recipe and os.path.exists(os.path.join(folder, PCH_HEADER + ".gch"))
+    except (OSError, ValueError):
+        return False
+
+
+def shared_header() -> str | None:
+    """The precompiled torch/extension.h to ``-include`` in main.cpp: from $GPUCOURSE_CUDA_SHARED (the grader's),
+    else from this cache (after :func:`prepare_shared`), when it was built for this compiler, these flags and this
+    torch; else None (main.cpp parses the header itself, as before)."""
+    recipe = pch_recipe()
+    if recipe is None:
+        return None
+    for folder in (os.environ.get(SHARED_ENV), _pch_dir(recipe)):
+        if folder and _pch_valid(folder, recipe):
+            return os.path.join(folder, PCH_HEADER)
+    return None
+
+
+_prepared: dict = {}
+
+
+def prepare_shared(verbose: bool = False) -> str | None:
+    """Build (once per compiler, flags and torch; kept in the cache) the precompiled torch/extension.h that every
+    main.cpp of a split build includes, and return its folder; None where it cannot be built (CPU mode, no compiler,
+    an unexpected torch: builds then parse the header themselves). The grader calls this before its workers start
+    and binds the folder read-only into their sandboxes (:func:`worker_binds`, :func:`worker_env`): a worker reads
+    it and cannot change it. A build takes a single core about half a minute (the .gch is some 800 MB)."""
+    recipe = pch_recipe()
+    if recipe is None:
+        return None
+    folder = _pch_dir(recipe)
+    if not _pch_valid(folder, recipe):
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="pch_tmp_", dir=os.path.dirname(folder))
+        header = os.path.join(tmp, PCH_HEADER)
+        with open(header, "w") as f:
+            f.write("// gpucourse: torch/extension.h, precompiled once for every main.cpp of a split CUDA build\n"
+                    "#include <torch/extension.h>\n")
+        cmd = [*recipe["cxx"], "-x", "c++-header", header, "-o", header + ".gch", *recipe["flags"]]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if verbose:
+            print(f"precompiled torch/extension.h in {time.perf_counter() - t0:.1f} s: {shlex.join(cmd)}")
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if verbose:
+                print(proc.stderr[-3000:])
+            return None
+        with open(os.path.join(tmp, "recipe.json"), "w") as f:
+            json.dump(recipe, f, sort_keys=True)
+        # The folder's name is its recipe: moved into place whole, so a reader never sees half of one; a build by
+        # another process that got there first is as good as this one.
+        os.chmod(tmp, 0o755)
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not _pch_valid(folder, recipe):
+            return None
+    _prepared["folder"] = folder
+    return folder
+
+
+def worker_env() -> dict:
+    """Variables a grading worker needs for CUDA builds: the shared folder that :func:`prepare_shared` prepared in
+    this process, and $GPUCOURSE_CUDA_BUILD where it is set."""
+    env = {SHARED_ENV: _prepared["folder"]} if _prepared.get("folder") else {}
+    if os.environ.get(BUILD_ENV):
+        env[BUILD_ENV] = os.environ[BUILD_ENV]
+    return env
+
+
+def worker_binds() -> list:
+    """Folders to show a sandboxed worker read-only, at the same path: the one :func:`prepare_shared` prepared."""
+    return [_prepared["folder"]] if _prepared.get("folder") else []
