@@ -187,6 +187,10 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
         cmd += ["--tmpfs", path]
     for path in _python_dirs():
         cmd += ["--ro-bind", path, path]
+    from .. import cuda_build
+
+    for path in cuda_build.worker_binds():  # what the grader built for every worker (a precompiled header)
+        cmd += ["--ro-bind", path, path]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     if _has_option(iso.bwrap, "--size"):  # the sandbox's own /dev/shm, small: it is memory
         cmd += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
