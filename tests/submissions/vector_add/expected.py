@@ -4,9 +4,11 @@ EXPECTED = {
     # that is right with every launch skipped (NumPy, which torch never sees) fails; empty memory is always poisoned.
     "cheat_negated_add_empty_kernel.py": {"status": "failed",
                                           "message": "derived from them: aten.neg, aten.sub"},
+    # On a GPU the inputs must first be copied to the host, which is itself named (H100: h100-grade-vector_add-checks).
     "cheat_numpy_behind_dummy_kernel.py": {"status": "failed",
                                            "message": "the output does not come from your kernels: with every "
-                                                      "Triton launch skipped"},
+                                                      "Triton launch skipped",
+                                           "gpu": {"message": "aten._to_copy (to another device)"}},
     "cheat_do_nothing_returns_empty.py": {"status": "failed", "message": "elements never written"},
     # Sizes are drawn per run: a kernel right only on the sizes the spec once listed fails the drawn cases (a draw
     # may hit an old size, 1023 among 2**k - d say, so which ones fail varies; with fixed sizes all would pass).
