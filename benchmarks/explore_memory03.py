@@ -64,7 +64,8 @@ def explorer_in_kernel():
     cells = ["import faulthandler, os\nfaulthandler.dump_traceback_later(20, repeat=True, "
              "file=open(os.path.join(os.environ['OUT'], 'faulthandler.txt'), 'w'))",
              "import time\nt0 = time.perf_counter()\nimport gpucourse\ngpucourse.setup()\n"
-             "from gpucourse import roofline as R\nfrom gpucourse.lessons.l03_memory_hierarchy import explorer, measure\n"
+             "from gpucourse import roofline as R\n"
+             "from gpucourse.lessons.l03_memory_hierarchy import explorer, measure\n"
              "CEIL = R.Ceilings(gbps=3000.0, tflops=650.0, source='fixed for this test')\n"
              "print('import', time.perf_counter() - t0)",
              "t0 = time.perf_counter()\n"

@@ -273,12 +273,14 @@ def table(ops, ceilings: Ceilings) -> str:
         roof = ""
         if two:
             cuda = p.roof.startswith("CUDA")
-            roof = f" {'CUDA cores' if cuda else 'tensor cores':>13} {op.slot_intensity if cuda else op.intensity:>9.2f}"
+            on_roof = op.slot_intensity if cuda else op.intensity
+            roof = f" {'CUDA cores' if cuda else 'tensor cores':>13} {on_roof:>9.2f}"
         lines.append(f"{op.name:<30} {op.dtype:<9} {op.flops / 1e9:>10.3f} {op.bytes / 1e6:>10.2f} "
                      f"{op.intensity:>9.2f}{roof} {p.bound:>8} {p.seconds * 1e6:>9.1f} µs")
     lines.append(f"ops:byte ratio {ops_per_byte(ceilings):.0f} flop/B ({ceilings.source})")
     if two:
-        lines.append(f"CUDA-core fp32 roof {ceilings.fp32_tflops:,.1f} TFLOP/s: ratio {cuda_core_ops_per_byte(ceilings):.1f} "
+        lines.append(f"CUDA-core fp32 roof {ceilings.fp32_tflops:,.1f} TFLOP/s: ratio "
+                     f"{cuda_core_ops_per_byte(ceilings):.1f} "
                      "FMA-equivalent flop/B (2 per fp32 instruction)")
     return "\n".join(lines)
 

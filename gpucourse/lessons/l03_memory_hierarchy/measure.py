@@ -169,8 +169,8 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
     over the same elements (``compute.sin_chain``), each over ``rep_ms``, with L2 flushed by a read before each
     repeat, as :func:`roofline_points` times its operations (timed back to back instead, the matmul ran about 11%
     slower on the course's H100: ``benchmarks/results/h100-explore-memory03.json``, 675 against 761 TFLOP/s; our
-    reading: the flush's short pauses let the clocks stay higher under the power cap). The ceilings are the medians of the
-    rounds' medians; ``details`` keeps every round, so the spread is in view, and what one ``sin`` costs in FMA
+    reading: the flush's short pauses let the clocks stay higher under the power cap). The ceilings are the medians
+    of the rounds' medians; ``details`` keeps every round, so the spread is in view, and what one ``sin`` costs in FMA
     issue slots.
     """
     import statistics
@@ -208,7 +208,8 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
                "bf16_matmul_tflops_rounds": mm_tf, "fp32_fma_tflops_rounds": fma_tf,
                "sin_slots_rounds": slots, "sin_slots": statistics.median(slots),
                "sin_ms_rounds": res[f"sin x{SIN_K}"].medians_ms, "fma_n": FMA_N, "fma_iters": FMA_ITERS,
-               "sin_k": SIN_K, "protocol": "timing.interleaved after settle(1 s), flush_l2='read'; copy: bench(flush_l2='read')"}
+               "sin_k": SIN_K,
+               "protocol": "timing.interleaved after settle(1 s), flush_l2='read'; copy: bench(flush_l2='read')"}
     return c, details
 
 

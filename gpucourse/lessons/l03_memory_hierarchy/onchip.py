@@ -121,7 +121,8 @@ def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False, cold: b
         b.synchronize()
         ms.append(a.elapsed_time(b))
     return {"footprint_bytes": SMEM_WORDS * 4 if shared else footprint_bytes, "where": "shared" if shared else
-            "global", "steps": steps, "cold": cold, "cycles_per_load": cycles.item() / steps, "ns_per_load": min(ms) * 1e6 / steps}
+            "global", "steps": steps, "cold": cold, "cycles_per_load": cycles.item() / steps,
+            "ns_per_load": min(ms) * 1e6 / steps}
 
 
 def smem_bandwidth(iters: int = 1024, blocks_per_sm: int = 2, threads: int = 1024, bench_kw=None) -> dict:
