@@ -1,0 +1,266 @@
+"""Grading throughput: how many submissions per minute ``gpucourse grade --jobs J`` gets through (issue 17).
+
+It writes N distinct right submissions of an exercise (each from a known right submission, with its own constant in
+the kernel source and, for CUDA, its own build name: no cache can serve one from another), plus a few exact copies
+of the first ones, grades the folder with ``python3 -m gpucourse.cli grade EXERCISE FOLDER --jobs J --json ...``
+and reports submissions per minute (all of them over the batch's wall time), each one's seconds and verdict.
+
+CUDA exercises (GPU mode) are graded once per build layout of ``gpucourse.cuda_build`` ($GPUCOURSE_CUDA_BUILD):
+``split`` (today's default: the device pass sees only the kernels, main.cpp includes the precompiled
+torch/extension.h that the grader prepares before its workers start) and ``inline`` (the old layout: one
+load_inline, torch's headers in both of nvcc's passes and all of them parsed again for main.cpp), so before and
+after come from the same run. ``--phases`` first builds one submission in this process under each layout and reads
+ninja's log: seconds per translation unit (main.cpp, the .cu file), to see where a build's time goes.
+
+    # H100 (16 cores), CUDA, in the bubblewrap sandbox:
+    python3 benchmarks/grading_throughput.py --exercise block_sum --distinct 32 --copies 4 --jobs 16 \\
+        --isolation bubblewrap --layouts split inline --inline-distinct 8 --inline-jobs 8 --phases split \\
+        --out benchmarks/results/h100-grading-throughput.json
+    # CPU mode, Triton (TRITON_INTERPRET=1):
+    python3 benchmarks/grading_throughput.py --exercise vector_add --distinct 30 --copies 3 --jobs 2 \\
+        --out benchmarks/results/cpu-grading-throughput.json
+
+Results are written after every step (a run cut short keeps what it measured).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+TEMPLATES = {  # exercise -> a right submission to vary
+    "block_sum": "tests/submissions/block_sum/right_atomic_per_block.py",
+    "sum_many": "tests/submissions/sum_many/right_block_stride.py",
+    "vector_add": "tests/submissions/vector_add/right_basic.py",
+}
+
+
+def vary(source: str, i: int) -> str:
+    """Submission ``i``: the template with a constant of its own in the kernel source (and, for CUDA, its own build
+    name), so it compiles to its own module."""
+    if "cuda_build.build(" in source:
+        out, n = re.subn(r'KERNELS = r"""\n', f'KERNELS = r"""\n__device__ int bench_submission_tag = {i};\n', source,
+                         count=1)
+        out, m = re.subn(r'cuda_build\.build\("(\w+)"', rf'cuda_build.build("\1_{i}"', out)
+        assert n == 1 and m >= 1, "template: KERNELS or the build name not found"
+        return out
+    out, n = re.subn(r"(@triton\.jit\ndef \w+\([^)]*\):\n)(\s+)", rf"\1\2bench_submission_tag = {i}\n\2", source,
+                     count=1)
+    assert n == 1, "template: no @triton.jit kernel found"
+    return out
+
+
+def write_batch(folder: str, template: str, distinct: int, copies: int) -> list:
+    with open(os.path.join(ROOT, template)) as f:
+        source = f.read()
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for i in range(distinct):
+        paths.append(os.path.join(folder, f"s{i:03d}.py"))
+        with open(paths[-1], "w") as f:
+            f.write(vary(source, i))
+    for i in range(copies):  # exact copies of the first submissions
+        paths.append(os.path.join(folder, f"s{i:03d}_copy.py"))
+        shutil.copy(paths[i], paths[-1])
+    return paths
+
+
+def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation: str | None, env: dict,
+                limit: float) -> dict:
+    out = os.path.join(folder, "report.json")
+    cmd = [sys.executable, "-m", "gpucourse.cli", "grade", exercise, folder, "--jobs", str(jobs), "--json", out,
+           "--timeout", str(timeout)]
+    if isolation:
+        cmd += ["--isolation", isolation]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=limit)
+    wall = time.perf_counter() - t0
+    if not os.path.exists(out):
+        return {"error": f"grade exited {proc.returncode} without a report", "stderr": proc.stderr[-3000:],
+                "wall_s": round(wall, 2)}
+    with open(out) as f:
+        report = json.load(f)
+    results = report["results"]
+    statuses: dict = {}
+    for r in results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    secs = sorted(r["seconds"] for r in results)
+    bad = [{"submission": os.path.basename(r["submission"]), "status": r["status"], "message": r["message"][:400]}
+           for r in results if r["status"] != "passed"]
+    return {"submissions": len(results), "jobs": jobs, "wall_s": round(wall, 2),
+            "per_minute": round(len(results) / wall * 60, 1), "statuses": statuses,
+            "seconds_per_submission": {"min": secs[0], "median": secs[len(secs) // 2], "max": secs[-1]},
+            "copies_seconds": [r["seconds"] for r in results if r["submission"].endswith("_copy.py")],
+            "isolation": report.get("isolation"), "timing": sorted({r.get("timing", "") for r in results}),
+            "not_passed": bad[:10], "exit_code": proc.returncode}
+
+
+def ninja_phases(build_dir: str) -> dict:
+    """Seconds per target from ninja's log (start and end in ms)."""
+    out = {}
+    with open(os.path.join(build_dir, ".ninja_log")) as f:
+        for line in f:
+            parts = line.split("\t")
+            if len(parts) >= 4 and not line.startswith("#"):
+                out[parts[3]] = round((int(parts[1]) - int(parts[0])) / 1000, 2)
+    return out
+
+
+def build_phases(template: str, layout: str) -> dict:
+    """One cold build of the template's extension in this process under ``layout``, in a fresh cache: wall seconds,
+    seconds per translation unit, and a check that the module sums right."""
+    import torch
+
+    from gpucourse import cuda_build
+
+    cache = tempfile.mkdtemp(prefix=f"gpucourse-phases-{layout}-")
+    old = {k: os.environ.get(k) for k in ("GPUCOURSE_CACHE", cuda_build.BUILD_ENV)}
+    os.environ.update({"GPUCOURSE_CACHE": cache, cuda_build.BUILD_ENV: layout})
+    try:
+        ns: dict = {}
+        with open(os.path.join(ROOT, template)) as f:
+            exec(compile(vary(f.read(), 10_000 + len(layout)), template, "exec"), ns)
+        cuda_build.forget_loaded()
+        name = f"phases_{layout}"
+        t0 = time.perf_counter()
+        mod = cuda_build.build(name, ns["KERNELS"], ns["BINDING"], ns["CPP"], [ns["CPP"].split("(")[0].split()[-1]])
+        wall = time.perf_counter() - t0
+        x = torch.rand(1_000_003, device="cuda") - 0.25
+        fn = getattr(mod, ns["CPP"].split("(")[0].split()[-1])
+        got, want = float(fn(x)), float(x.double().sum())
+        build_dir = max(glob.glob(os.path.join(cache, "cuda", f"{name}_*")), key=os.path.getmtime)
+        return {"layout": getattr(mod, "build_layout", layout), "wall_s": round(wall, 2),
+                "targets_s": ninja_phases(build_dir), "sum_ok": abs(got - want) <= 1e-4 * abs(want)}
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        cuda_build.forget_loaded()
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def worker_probe(isolation: str | None) -> dict:
+    """What a grading worker finds, started as the grader starts one (its sandbox, its environment): the
+    precompiled header it would include, and whether it can write there (it must not)."""
+    from gpucourse import device
+    from gpucourse.grading import grader, sandbox
+
+    iso = sandbox.detect(isolation)
+    code = ("import json, os; from gpucourse import cuda_build as c; h = c.shared_header(); "
+            "print(json.dumps({'header': h, 'layout': c.build_layout(), "
+            "'writable': bool(h) and os.access(os.path.dirname(h), os.W_OK)}))")
+    tmp = tempfile.mkdtemp(prefix="gpucourse-probe-")
+    try:
+        argv = [sys.executable, "-c", code]
+        if iso.sandboxed:
+            argv = sandbox.command(iso, argv, tmp, None, device.on_gpu())
+            env = grader._worker_env(None, sandbox.INSIDE_TMP)
+        else:
+            env = grader._worker_env(None, tmp)
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, env=env, timeout=120)
+        try:
+            seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            seen = {"error": (proc.stderr or proc.stdout)[-1500:]}
+        return dict(seen, isolation=iso.level)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--exercise", default="block_sum", choices=sorted(TEMPLATES))
+    ap.add_argument("--distinct", type=int, default=32)
+    ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--timeout", type=float, default=300.0, help="per submission (the grader's --timeout)")
+    ap.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default=None)
+    ap.add_argument("--layouts", nargs="+", default=["split", "inline"], choices=("split", "inline"),
+                    help="CUDA build layouts to grade with, in this order")
+    ap.add_argument("--inline-distinct", type=int, default=None, help="distinct submissions for the inline batch "
+                    "(it is the slow one; default --distinct)")
+    ap.add_argument("--inline-jobs", type=int, default=None, help="--jobs for the inline batch (default --jobs)")
+    ap.add_argument("--phases", nargs="*", default=[], choices=("split", "inline"),
+                    help="layouts to time one in-process build of, per translation unit (GPU)")
+    ap.add_argument("--budget", type=float, default=3600.0, help="seconds: skip steps once this much has passed")
+    ap.add_argument("--out", default=None, help="JSON results path")
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+
+    from gpucourse import cuda_build, device, env
+    from gpucourse.grading.exercise import get
+
+    ex = get(args.exercise)
+    cuda = ex.kind == "cuda"
+    record = {"exercise": args.exercise, "template": TEMPLATES[args.exercise], "mode": device.mode(),
+              "cpus": os.cpu_count(), "machine": platform.machine(), "environment": env.versions(),
+              "command": " ".join(sys.argv), "steps": {}}
+
+    def save():
+        text = json.dumps(record, indent=2) + "\n"
+        print(text if args.out is None else f"(results so far in {args.out})", flush=True)
+        if args.out:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            with open(args.out, "w") as f:
+                f.write(text)
+
+    def left() -> float:
+        return args.budget - (time.perf_counter() - start)
+
+    if cuda and device.on_gpu():
+        t0 = time.perf_counter()
+        folder = cuda_build.prepare_shared()
+        record["steps"]["prepare_shared"] = {"seconds": round(time.perf_counter() - t0, 2),
+                                             "prepared": folder is not None,
+                                             "note": "once per machine, compiler and torch; kept in the grader's "
+                                                     "cache, so later batches find it ready"}
+        record["steps"]["worker_sees"] = worker_probe(args.isolation)
+        save()
+        for layout in args.phases:
+            if left() < 60:
+                record["steps"][f"phases_{layout}"] = "skipped: budget"
+                continue
+            record["steps"][f"phases_{layout}"] = build_phases(TEMPLATES[args.exercise], layout)
+            save()
+    layouts = args.layouts if cuda else ["-"]
+    work = tempfile.mkdtemp(prefix="gpucourse-throughput-")
+    try:
+        for layout in layouts:
+            inline = layout == "inline"
+            distinct = args.inline_distinct if inline and args.inline_distinct else args.distinct
+            jobs = args.inline_jobs if inline and args.inline_jobs else args.jobs
+            if left() < 30:
+                record["steps"][f"grade_{layout}"] = "skipped: budget"
+                continue
+            folder = os.path.join(work, layout.strip("-") or "batch")
+            copies = min(args.copies, distinct)
+            write_batch(folder, TEMPLATES[args.exercise], distinct, copies)
+            run_env = dict(os.environ)
+            if cuda:
+                run_env[cuda_build.BUILD_ENV] = layout
+            res = grade_batch(args.exercise, folder, jobs, args.timeout, args.isolation, run_env, max(30, left()))
+            res.update(distinct=distinct, copies=copies, layout=layout if cuda else None)
+            record["steps"][f"grade_{layout}" if cuda else "grade"] = res
+            save()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    record["seconds"] = round(time.perf_counter() - start, 1)
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""gpucourse.cuda_build's split layout (issue 17, grading throughput): the device pass sees the kernels alone, lines
+stay where the inline layout has them, a failure of the device pass alone falls back to the inline layout, and the
+precompiled torch/extension.h is used only when it was built for this compiler, these flags and this torch.
+
+The builds themselves (load_inline, a CUDA torch) run on the GPU: benchmarks/grading_throughput.py builds and runs
+both layouts there and grades batches with each (benchmarks/results/h100-grading-throughput.json)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import types
+
+import pytest
+
+from gpucourse import cuda_build
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+needs_nvcc = pytest.mark.skipif(cuda_build.nvcc_path() is None, reason="nvcc is not installed on this machine")
+
+KERNELS = r"""
+__global__ void scale(const float* x, long long n, float* out) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * x[i];
+}
+"""
+BINDING = r"""
+torch::Tensor scale_cuda(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    scale<<<1, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), x.numel(), out.data_ptr<float>());
+    return out;
+}
+"""
+
+
+def _submission(name: str) -> types.SimpleNamespace:
+    ns: dict = {}
+    with open(os.path.join(HERE, "submissions", name)) as f:
+        exec(compile(f.read(), name, "exec"), ns)
+    return types.SimpleNamespace(**{k: ns[k] for k in ("KERNELS", "BINDING", "CPP")})
+
+
+def test_only_sources_whose_device_code_is_all_in_the_kernels_are_split():
+    assert cuda_build.splittable(KERNELS, BINDING)
+    for name in ("block_sum/right_atomic_per_block.py", "sum_many/right_block_stride.py"):
+        sub = _submission(name)
+        assert cuda_build.splittable(sub.KERNELS, sub.BINDING), name
+    # a kernel template is instantiated where the binding launches it: the device pass must see the binding
+    assert not cuda_build.splittable("template <int B> __global__ void k(float* o) {}", "void f() { k<4><<<1, 1>>>(0); }")
+    for device_code in ("__global__ void k2() {}", "__device__ int g;", "__constant__ float c[4];"):
+        assert not cuda_build.splittable(KERNELS, BINDING + device_code)
+
+
+def _inline_lines(kernels: str, binding: str) -> list:
+    """The .cu file of the inline layout as load_inline writes it (its three implicit headers first)."""
+    return ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" +
+            cuda_build.cuda_source(kernels, binding, False)).split("\n")
+
+
+def _line_of(text_lines: list, needle: str) -> int:
+    """The line number the compiler gives the line holding ``needle``, following #line directives."""
+    line, out = 1, None
+    for raw in text_lines:
+        m = re.match(r"#line (\d+)", raw)
+        if m:
+            line = int(m.group(1))
+            continue
+        if needle in raw and out is None:
+            out = line
+        line += 1
+    return out
+
+
+def test_the_split_file_keeps_every_kernel_and_binding_line_where_the_inline_layout_has_it():
+    sub = _submission("block_sum/right_atomic_per_block.py")
+    split = cuda_build.cuda_source(sub.KERNELS, sub.BINDING, True, "/b/cuda.cu").split("\n")
+    inline = _inline_lines(sub.KERNELS, sub.BINDING)
+    for needle in ("__global__ void tree_sum", "atomicAdd(out, s[0])", "torch::Tensor sum_cuda", "return out;"):
+        assert _line_of(split, needle) == _line_of(inline, needle), needle
+    text = "\n".join(split)
+    # torch's headers and the binding are host code only; the kernels are in both passes
+    head, kernels_and_binding = text.split("#line 8 GPUCOURSE_CUDA_FILE\n")
+    assert "#include <torch/types.h>" in head and "__global__" not in head
+    binding_part = kernels_and_binding.split("#ifndef __CUDA_ARCH__\n", 1)[1]
+    assert "torch::Tensor sum_cuda" in binding_part and "__global__" not in binding_part
+
+
+@needs_nvcc
+def test_the_device_pass_of_a_split_file_needs_no_torch_header_and_names_lines_as_the_inline_layout(tmp_path):
+    """nvcc's device pass alone (-cubin), with no torch include path at all: the split file compiles; a kernel that
+    leans on a torch type fails there, named plain cuda.cu, at the line the inline layout gives it."""
+    nvcc = cuda_build.nvcc_path()
+    path = tmp_path / "cuda.cu"
+    path.write_text(cuda_build.cuda_source(KERNELS, BINDING, True, str(path)))
+    proc = subprocess.run([nvcc, "-cubin", "-arch=sm_90", str(path), "-o", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    leaning = KERNELS.replace("2.0f * x[i]", "(float)c10::Half(x[i])")
+    path.write_text(cuda_build.cuda_source(leaning, BINDING, True, str(path)))
+    proc = subprocess.run([nvcc, "-cubin", "-arch=sm_90", str(path), "-o", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0
+    line = _line_of(_inline_lines(leaning, BINDING), "c10::Half")
+    assert re.search(rf"(^|\s)cuda\.cu\({line}\): error", proc.stdout + proc.stderr, re.M), proc.stdout + proc.stderr
+    assert cuda_build._device_pass_failed(proc.stdout + proc.stderr)
+
+
+def test_a_failure_is_blamed_on_the_device_pass_only_when_its_diagnostic_names_plain_cuda_cu():
+    assert cuda_build._device_pass_failed('cuda.cu(18): error: name followed by "::" must be a class')
+    assert cuda_build._device_pass_failed('FAILED: cuda.cuda.o\n  cuda.cu(9): catastrophic error: cannot open')
+    # the host pass (torch's headers, as in the inline layout) names the file by its path; main.cpp is g++'s
+    assert not cuda_build._device_pass_failed('/cache/b_1/cuda.cu(18): error: identifier "total" is undefined')
+    assert not cuda_build._device_pass_failed("/cache/b_1/main.cpp:3:1: error: 'Tensr' does not name a type")
+
+
+@pytest.fixture
+def gpu_build(monkeypatch, tmp_path):
+    """build() as on a GPU, with _load recorded instead of compiling."""
+    cuda_build.forget_loaded()
+    monkeypatch.setattr(cuda_build.device, "on_gpu", lambda: True)
+    monkeypatch.setattr(cuda_build, "require_tools", lambda **kw: None)
+    monkeypatch.setattr(cuda_build, "device_arch", lambda: "sm_90")
+    monkeypatch.setattr(cuda_build, "cache_dir", lambda: str(tmp_path))
+    monkeypatch.delenv(cuda_build.BUILD_ENV, raising=False)
+    calls = []
+    yield calls
+    cuda_build.forget_loaded()
+
+
+def _failing_split(calls, output):
+    def load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
+        calls.append(split)
+        if split:
+            err = cuda_build.CudaCompileError("building failed")
+            err.raw = output
+            raise err
+        return types.SimpleNamespace()
+    return load
+
+
+def test_only_a_device_pass_failure_is_built_again_the_inline_way(gpu_build, monkeypatch):
+    monkeypatch.setattr(cuda_build, "_load", _failing_split(gpu_build, "cuda.cu(9): error: c10 is undefined"))
+    cuda_build.build("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
+    assert gpu_build == [True, False]
+    gpu_build.clear()
+    cuda_build.forget_loaded()
+    monkeypatch.setattr(cuda_build, "_load", _failing_split(gpu_build, '/c/k/cuda.cu(9): error: "total" undefined'))
+    with pytest.raises(cuda_build.CudaCompileError):  # the host pass saw what the inline layout sees: no rebuild
+        cuda_build.build("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
+    assert gpu_build == [True]
+
+
+def test_the_inline_layout_is_selected_by_the_environment(gpu_build, monkeypatch):
+    def load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
+        gpu_build.append((split, key))
+        return types.SimpleNamespace()
+
+    monkeypatch.setattr(cuda_build, "_load", load)
+    args = ("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
+    cuda_build.build(*args)
+    monkeypatch.setenv(cuda_build.BUILD_ENV, "inline")
+    cuda_build.forget_loaded()
+    cuda_build.build(*args)
+    (split_, key_split), (inline_, key_inline) = gpu_build
+    assert (split_, inline_) == (True, False) and key_split != key_inline  # each layout builds in its own folder
+    monkeypatch.setenv(cuda_build.BUILD_ENV, "fast")
+    with pytest.raises(ValueError, match="split, inline"):
+        cuda_build.build_layout()
+
+
+def _fake_recipe(monkeypatch):
+    recipe = {"cxx": ["c++"], "flags": ["-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", "-O2"], "compiler": ["c++ 12"],
+              "torch": "2.x", "torch_path": "/t"}
+    monkeypatch.setitem(cuda_build._recipe_cache, "recipe", recipe)
+    return recipe
+
+
+def test_the_precompiled_header_is_used_only_when_built_for_this_recipe(monkeypatch, tmp_path):
+    recipe = _fake_recipe(monkeypatch)
+    monkeypatch.setattr(cuda_build, "cache_dir", lambda: str(tmp_path / "own"))
+    monkeypatch.delenv(cuda_build.SHARED_ENV, raising=False)
+    assert cuda_build.shared_header() is None
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / (cuda_build.PCH_HEADER + ".gch")).write_bytes(b"gch")
+    (shared / "recipe.json").write_text(json.dumps(dict(recipe, torch="another")))
+    monkeypatch.setenv(cuda_build.SHARED_ENV, str(shared))
+    assert cuda_build.shared_header() is None  # built for another torch: gcc would take it, so it is refused here
+    (shared / "recipe.json").write_text(json.dumps(recipe))
+    assert cuda_build.shared_header() == str(shared / cuda_build.PCH_HEADER)
+    (shared / (cuda_build.PCH_HEADER + ".gch")).unlink()
+    assert cuda_build.shared_header() is None
+
+
+def test_the_recipe_is_torch_s_own_main_cpp_command_without_the_extension_name(monkeypatch):
+    import torch.utils.cpp_extension as ext
+
+    def write(path, name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, with_cuda,
+              is_standalone):  # an older signature (no sycl): only the parameters it has are passed
+        with open(path, "w") as f:
+            f.write(f"cxx = c++\ncflags = -DTORCH_EXTENSION_NAME={name} -DTORCH_API_INCLUDE_EXTENSION_H "
+                    f"-isystem '/a b/include' -fPIC -std=c++20 {' '.join(extra_cflags)}\npost_cflags = \n")
+
+    monkeypatch.setattr(ext, "_write_ninja_file_to_build_library", write, raising=False)
+    monkeypatch.delitem(cuda_build._recipe_cache, "recipe", raising=False)
+    try:
+        recipe = cuda_build.pch_recipe()
+    finally:
+        cuda_build._recipe_cache.clear()
+    assert recipe["cxx"] == ["c++"]
+    assert recipe["flags"] == ["-DTORCH_API_INCLUDE_EXTENSION_H", "-isystem", "/a b/include", "-fPIC", "-std=c++20",
+                               *cuda_build.MAIN_CFLAGS]
+
+
+def test_workers_get_the_prepared_folder_read_only_and_nothing_before(monkeypatch, tmp_path):
+    from gpucourse.grading import sandbox
+
+    monkeypatch.setattr(cuda_build, "_prepared", {})
+    monkeypatch.delenv(cuda_build.BUILD_ENV, raising=False)
+    assert cuda_build.worker_env() == {} and cuda_build.worker_binds() == []
+    folder = str(tmp_path / "pch_x")
+    monkeypatch.setitem(cuda_build._prepared, "folder", folder)
+    monkeypatch.setenv(cuda_build.BUILD_ENV, "inline")
+    assert cuda_build.worker_env() == {cuda_build.SHARED_ENV: folder, cuda_build.BUILD_ENV: "inline"}
+    iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True)
+    (tmp_path / "w").mkdir()
+    cmd = sandbox.command(iso, ["python"], str(tmp_path / "w"), None, False)
+    i = cmd.index(folder)
+    assert cmd[i - 1:i + 2] == ["--ro-bind", folder, folder]
+    assert ["--bind", folder] not in [cmd[j:j + 2] for j in range(len(cmd) - 1)]
