@@ -127,7 +127,7 @@ def build_phases(template: str, layout: str) -> dict:
     cache = tempfile.mkdtemp(prefix=f"gpucourse-phases-{layout}-")
     old = {k: os.environ.get(k) for k in ("GPUCOURSE_CACHE", cuda_build.BUILD_ENV, cuda_build.SHARED_ENV)}
     # a fresh cache, and the precompiled header prepared above, as a grading worker gets them
-    os.environ.update({"GPUCOURSE_CACHE": cache, cuda_build.BUILD_ENV: layout, **cuda_build.worker_env()})
+    os.environ.update({**cuda_build.worker_env(), "GPUCOURSE_CACHE": cache, cuda_build.BUILD_ENV: layout})
     try:
         ns: dict = {}
         with open(os.path.join(ROOT, template)) as f:
