@@ -166,7 +166,11 @@ class Exercise:
     returns only plain values (exact dicts, lists, numbers, strings, plain tensors) and everything the judge relies on
     is restored after each call into ``fn``. So a judge should build its inputs and its expected answer before calling
     ``fn``, import what it uses at module level (so it is loaded before the submission), and after the call look only
-    at what ``fn`` returned and at objects it kept itself -- not call methods of objects ``fn`` was given.
+    at what ``fn`` returned and at objects it kept itself -- not call methods of objects ``fn`` was given. Objects
+    the course holds that ``fn`` could have reached (the stand-in device queue, a detector's log) are made fresh or
+    checked against the judge's own record, and where the course's package already computes the answer, the call
+    runs inside ``grading.traps.trapped(<those functions>)``, so a submission that imports the instructor's solution
+    gets an error naming it.
     """
 
     id: str
