@@ -119,9 +119,43 @@ def recorded_by(paths: list) -> set:
     return names
 
 
+def notebook_client(nb, **kwargs):
+    """An nbclient ``NotebookClient`` whose wait for a cell's reply cannot miss it.
+
+    With a cell that displays ipywidgets, nbclient's wait for the kernel's execute_reply sometimes blocks until the
+    cell's timeout although the kernel has replied and sits idle (jupyter/nbclient#312, open). On the H100 that made
+    lesson 03's roofline explorer cell take its whole limit: a stack dump every 30 s showed the kernel idle and the
+    cell's output complete (``benchmarks/explore_memory03_kernel.py``). Here the shell channel is polled in steps of
+    one second until the same deadline, so a reply is picked up within a second of its arrival."""
+    import queue
+
+    from nbclient import NotebookClient
+    from nbclient.util import ensure_async
+
+    class Client(NotebookClient):
+        async def async_start_new_kernel_client(self):
+            kc = await super().async_start_new_kernel_client()
+            channel = kc.shell_channel
+            get_msg = channel.get_msg
+
+            async def get_msg_in_steps(timeout=None, **kw):
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while True:
+                    left = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
+                    try:
+                        return await ensure_async(get_msg(timeout=left, **kw))
+                    except queue.Empty:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise
+
+            channel.get_msg = get_msg_in_steps
+            return kc
+
+    return Client(nb, **kwargs)
+
+
 def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     t0 = step("notebooks")
@@ -129,7 +163,7 @@ def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
     for p in notebook_paths([pattern]):
         rel = os.path.relpath(p, ROOT)
         nb = nbformat.read(p, as_version=4)
-        client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": ROOT}})
+        client = notebook_client(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": ROOT}})
         t = time.perf_counter()
         try:
             client.execute()
