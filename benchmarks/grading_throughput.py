@@ -252,7 +252,10 @@ def main(argv=None) -> int:
             run_env = dict(os.environ)
             if cuda:
                 run_env[cuda_build.BUILD_ENV] = layout
+            load_before = os.getloadavg()
             res = grade_batch(args.exercise, folder, jobs, args.timeout, args.isolation, run_env, max(30, left()))
+            # other users of the machine's cores show here (the 1-minute load average counts this batch too)
+            res["load_average_1m"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
             res.update(distinct=distinct, copies=copies, layout=layout if cuda else None)
             record["steps"][f"grade_{layout}" if cuda else "grade"] = res
             save()
