@@ -84,10 +84,38 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
     if isolation:
         cmd += ["--isolation", isolation]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=limit)
+    # The grader prints "[k/N] path  status  score  (s)" on stderr as each submission finishes: kept with the
+    # time it arrived, so a batch stopped at ``limit`` still says how far it got.
+    done, err_tail = [], []
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                          start_new_session=True) as proc:
+        import threading
+
+        def drain():
+            for line in proc.stderr:
+                err_tail.append(line)
+                del err_tail[:-40]
+                m = re.match(r"\s*\[(\d+)/(\d+)\]\s+(\S+)\s+(\w+)", line)
+                if m:
+                    done.append({"at_s": round(time.perf_counter() - t0, 1), "submission": os.path.basename(m[3]),
+                                 "status": m[4]})
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            reader.join(timeout=5)
+            wall = time.perf_counter() - t0
+            return {"error": f"stopped at the step's limit of {limit:.0f} s, {len(done)} submissions finished",
+                    "wall_s": round(wall, 2), "finished": done,
+                    "per_minute_so_far": round(len(done) / wall * 60, 1), "stderr": "".join(err_tail)[-2000:]}
+        reader.join(timeout=5)
     wall = time.perf_counter() - t0
     if not os.path.exists(out):
-        return {"error": f"grade exited {proc.returncode} without a report", "stderr": proc.stderr[-3000:],
+        return {"error": f"grade exited {proc.returncode} without a report", "stderr": "".join(err_tail)[-3000:],
                 "wall_s": round(wall, 2)}
     with open(out) as f:
         report = json.load(f)
@@ -103,7 +131,7 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
             "seconds_per_submission": {"min": secs[0], "median": secs[len(secs) // 2], "max": secs[-1]},
             "copies_seconds": [r["seconds"] for r in results if r["submission"].endswith("_copy.py")],
             "isolation": report.get("isolation"), "timing": sorted({r.get("timing", "") for r in results}),
-            "not_passed": bad[:10], "exit_code": proc.returncode}
+            "not_passed": bad[:10], "exit_code": proc.returncode, "finished": done}
 
 
 def ninja_phases(build_dir: str) -> dict:
