@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -252,7 +253,9 @@ def test_a_batch_after_a_hostile_batch_gets_the_same_verdicts(tmp_path):
     after, _ = _report(tmp_path, *batch, name="after.json")
     assert [(s, m) for _, s, m in _verdicts(before)] == [("passed", "all 6 cases passed")] + \
         [(s, m) for _, s, m in _verdicts(before)][1:3] + [("passed", "all 6 cases passed")]
-    assert _verdicts(after) == _verdicts(before)
+    # The same verdicts; the numbers in a message may differ, since each run draws its own case sizes.
+    same = lambda vs: [(f, st, re.sub(r"\d+", "N", m)) for f, st, m in vs]  # noqa: E731
+    assert same(_verdicts(after)) == same(_verdicts(before))
     planted, scribbled = hostile["results"]
     assert planted["status"] == "error" and "Read-only file system" in planted["message"], planted
     # Only its private /tmp (also its HOME; deleted afterwards) and the sandbox's own small /dev/shm were writable.
