@@ -236,8 +236,10 @@ def _dispatch_mode_class():
                 pass  # shares its input's memory
             elif touches:
                 if name == "aten._to_copy" or name == "aten.copy_" or name == "aten._copy_from":
-                    devices = {w[0] for w in given} | {w[0] for w in outs}
-                    if len(devices) > 1:  # to the host and back: computed elsewhere
+                    # Derived data leaving the GPU for the host is data computed on elsewhere. The other way
+                    # (a table a binding built in pinned host memory, copied to the GPU) moves nothing computed.
+                    leaves = {w[0] for w in touches if w[0] != "cpu"} - {w[0] for w in outs}
+                    if leaves:
                         self.uses[f"{name} (to another device)"] += 1
                 elif name not in COPY_OPS:
                     on_input = any(w in self.inputs for w in touches)
