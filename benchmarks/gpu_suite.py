@@ -46,6 +46,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 NOTEBOOK_BUDGET_S = 180  # Restart & Run All of any notebook on the course's GPU (issue #18): over it, the suite fails
 
 
+def notebook_summary(seconds: dict, status: dict) -> dict:
+    """The suite's notebook fields from every notebook's recorded seconds and status (this run's and earlier
+    ones'): which are over the budget, and whether all ran and fit. Used here and by merge_results.py."""
+    over = {nb: sec for nb, sec in seconds.items() if sec > NOTEBOOK_BUDGET_S}
+    return {"notebook_seconds": seconds, "notebook_status": status, "notebooks_over_budget": over,
+            "notebooks_ok": not over and all(v == "ok" for v in status.values())}
+
+
 def slug() -> str:
     import gpucourse
     from gpucourse import specs
@@ -375,15 +383,11 @@ def main(argv=None) -> int:
                    **{nb: d["notebook_seconds"] for nb, d in done_nbs.items()}}
         status = {**earlier_suite.get("notebook_status", {}),
                   **{nb: "ok" if d["ok"] else "failed" for nb, d in done_nbs.items()}}
-        over = {nb: sec for nb, sec in seconds.items() if sec > NOTEBOOK_BUDGET_S}
-        for nb in over:
+        extra.update(notebook_summary(seconds, status))
+        for nb, sec in extra["notebooks_over_budget"].items():
             if nb in done_nbs:
-                print(f"  {nb}: {over[nb]} s, over the {NOTEBOOK_BUDGET_S} s budget for a notebook's Restart & Run All")
+                print(f"  {nb}: {sec} s, over the {NOTEBOOK_BUDGET_S} s budget for a notebook's Restart & Run All")
                 ok = False
-        extra["notebooks_ok"] = all(d["ok"] and nb not in over for nb, d in done_nbs.items())
-        extra["notebook_seconds"] = seconds
-        extra["notebook_status"] = status
-        extra["notebooks_over_budget"] = over
     if extra:
         unit_seconds = {**earlier_suite.get("unit_seconds", {}),
                         **{u: d["seconds"] for u, d in progress["done"].items()

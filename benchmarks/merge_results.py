@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from gpucourse import benchmarks  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_suite import NOTEBOOK_BUDGET_S  # noqa: E402
+from gpu_suite import notebook_summary  # noqa: E402
 
 
 def merge(src: dict, dst: dict, results: list, notebooks: list) -> list:
@@ -46,10 +46,7 @@ def merge(src: dict, dst: dict, results: list, notebooks: list) -> list:
             d_suite.setdefault("notebook_status", {})[nb] = s_suite["notebook_status"][nb]
         moved.append(nb)
     if notebooks:  # the summary follows the merged figures
-        seconds = d_suite["notebook_seconds"]
-        d_suite["notebooks_over_budget"] = {nb: s for nb, s in seconds.items() if s > NOTEBOOK_BUDGET_S}
-        d_suite["notebooks_ok"] = (not d_suite["notebooks_over_budget"] and
-                                   all(v == "ok" for v in d_suite.get("notebook_status", {}).values()))
+        d_suite.update(notebook_summary(d_suite["notebook_seconds"], d_suite.get("notebook_status", {})))
     if moved and src.get("environment"):
         dst["environment"] = src["environment"]
     return moved
