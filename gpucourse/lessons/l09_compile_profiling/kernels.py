@@ -1,0 +1,84 @@
+"""Lesson 09's kernels: residual add + RMSNorm fused in one Triton kernel (the reference of the exercise
+``fused_rmsnorm_residual``), the same function for ``torch.compile``, and two small kernels re-stated from lesson 05
+(a row softmax, a matmul with a fused epilogue) for the profilers and for "where fusion stops".
+
+A lesson never imports another lesson: lesson 05's kernels are re-stated here in their simplest form.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_ROW = 16384
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def _rmsnorm_residual_kernel(x_ptr, r_ptr, w_ptr, out_ptr, res_ptr, n_rows, n_cols, sx, sr, so, sres, eps,
+                             BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """ROWS rows per program; each row read once (x and residual), written twice (the sum, the normalised row)."""
+    cols = tl.arange(0, BLOCK)
+    cmask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    for i in tl.static_range(ROWS):
+        row = tl.program_id(0) * ROWS + i
+        if row < n_rows:
+            x = tl.load(x_ptr + row * sx + cols, mask=cmask, other=0.0).to(tl.float32)
+            r = tl.load(r_ptr + row * sr + cols, mask=cmask, other=0.0).to(tl.float32)
+            s = (x + r).to(res_ptr.dtype.element_ty)  # the new residual, rounded as it is stored
+            tl.store(res_ptr + row * sres + cols, s, mask=cmask)
+            sf = s.to(tl.float32)
+            ms = tl.sum(sf * sf, axis=0) / n_cols  # mean of squares, accumulated in fp32
+            rstd = 1.0 / tl.sqrt(ms + eps)
+            tl.store(out_ptr + row * so + cols, (sf * rstd * w).to(out_ptr.dtype.element_ty), mask=cmask)
+
+
+def _config(n_cols: int, n_rows: int) -> tuple:
+    """(BLOCK, ROWS per program, num_warps): a whole row in registers, several short rows per program."""
+    block = triton.next_power_of_2(max(n_cols, 1))
+    warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    rows = 1 if block >= 2048 or _interpret() else 2
+    return block, rows, warps
+
+
+def fused_rmsnorm_residual(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """``new_residual = x + residual``; ``out = new_residual / sqrt(mean(new_residual**2) + eps) * weight``, over the
+    last dimension, in one launch. Reads x and residual once and writes out and new_residual once: 4 bytes moved per
+    element per byte of dtype (plus the weight)."""
+    n_cols = x.shape[-1]
+    assert n_cols <= MAX_ROW, f"rows up to {MAX_ROW} elements"
+    x2, r2 = x.reshape(-1, n_cols), residual.reshape(-1, n_cols)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    if r2.stride(-1) != 1:
+        r2 = r2.contiguous()
+    w = weight.contiguous()
+    n_rows = x2.shape[0]
+    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    new_res = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if n_rows:
+        block, rows, warps = _config(n_cols, n_rows)
+        _rmsnorm_residual_kernel[(triton.cdiv(n_rows, rows),)](
+            x2, r2, w, out, new_res, n_rows, n_cols, x2.stride(0), r2.stride(0), out.stride(0), new_res.stride(0),
+            eps, BLOCK=block, ROWS=rows, num_warps=warps)
+    return out.view(x.shape), new_res.view(x.shape)
+
+
+def rmsnorm_residual_torch(x, residual, weight, eps: float = 1e-6):
+    """The same function in torch: what ``torch.compile`` is given. Eagerly it is five kernels and four round trips
+    through memory (add, square+mean, rsqrt, two multiplies)."""
+    s = x + residual
+    sf = s.float()
+    out = sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return out.to(x.dtype), s
+
+
+def moved_bytes(x, residual, weight, eps=None) -> int:
+    """What one call must move: read x and residual, write out and new_residual (and read the weight once)."""
+    return 4 * x.numel() * x.element_size() + weight.numel() * weight.element_size()
