@@ -56,6 +56,11 @@ BINDING_HEADERS = ("#include <torch/types.h>\n#include <c10/cuda/CUDAStream.h>\n
 BUILD_ENV = "GPUCOURSE_CUDA_BUILD"  # "split" (default) or "inline" (the old layout, kept to compare with)
 LAYOUTS = ("split", "inline")
 SHARED_ENV = "GPUCOURSE_CUDA_SHARED"  # the folder of the precompiled torch/extension.h (set by the grader)
+# Set by the grader for a CUDA submission's two workers: the GPU's arch (so both compute the same build key), and,
+# in the first one only, PREBUILD_ENV=1: a worker that sees no GPU, whose build() compiles for real (not just the
+# nvcc check of CPU mode) into the folder the second worker, on the GPU, then finds up to date.
+ARCH_ENV = "GPUCOURSE_CUDA_ARCH"
+PREBUILD_ENV = "GPUCOURSE_CUDA_PREBUILD"
 PCH_HEADER = "gpucourse_torch_extension.h"  # in that folder, with its .gch beside it
 MAIN_CFLAGS = ("-O2",)  # main.cpp's flags, the precompiled header's too (gcc uses a .gch only with the same ones)
 # What makes the device pass need more than the kernels: a kernel template (instantiated where the binding launches
@@ -139,7 +144,10 @@ def _hash(*parts) -> str:
 
 
 def device_arch() -> str:
-    """``sm_XY`` of the current GPU in GPU mode, the course default (sm_90) in CPU mode."""
+    """``sm_XY`` of the current GPU in GPU mode, the course default (sm_90) in CPU mode; $GPUCOURSE_CUDA_ARCH where
+    the grader set it (its GPU's, for a worker that sees none)."""
+    if re.fullmatch(r"sm_\d+a?", os.environ.get(ARCH_ENV, "")):
+        return os.environ[ARCH_ENV]
     sm = device.sm_number()
     return f"sm_{sm}" if sm else DEFAULT_ARCH
 
@@ -334,6 +342,8 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
     args_key = (name, kernels, binding, cpp, tuple(functions), tuple(flags))
     if args_key in _by_args:
         return _by_args[args_key]
+    if not device.on_gpu() and os.environ.get(PREBUILD_ENV) == "1" and os.environ.get(ARCH_ENV):
+        prebuild(name, kernels, binding, cpp, functions, flags)
     if not device.on_gpu():
         report = compile_check(kernels, flags=flags)
         raise NeedsGPU(f"{name}: the CUDA kernels compile ({', '.join(report.kernels) or 'no kernels'}); "
@@ -357,6 +367,20 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
     module.kernels_source = kernels
     _modules[key] = _by_args[args_key] = module
     return module
+
+
+def prebuild(name: str, kernels: str, binding: str, cpp: str, functions, flags=()) -> None:
+    """The grader's first worker for a CUDA submission sees no GPU: compile the extension as the GPU worker will
+    (same key, same folder, same flags), so that worker's build() finds it up to date and only loads it. A failure
+    here is left for the GPU worker to meet and report; compiling is all this is for."""
+    split = build_layout() == "split" and splittable(kernels, binding)
+    key = _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch(),
+                *(("split",) if split else ()))
+    try:
+        require_tools(ninja=True)
+        _load(name, key, kernels, binding, cpp, functions, flags, False, split)
+    except Exception:  # noqa: BLE001  (a compile error, or an import that needs the GPU: the GPU worker decides)
+        pass
 
 
 def build_layout() -> str:

@@ -17,6 +17,7 @@ import pytest
 from gpucourse import cuda_build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+_real_device_arch = cuda_build.device_arch  # before any test stubs it
 needs_nvcc = pytest.mark.skipif(cuda_build.nvcc_path() is None, reason="nvcc is not installed on this machine")
 
 KERNELS = r"""
@@ -229,3 +230,38 @@ def test_workers_get_the_prepared_folder_read_only_and_nothing_before(monkeypatc
     i = cmd.index(folder)
     assert cmd[i - 1:i + 2] == ["--ro-bind", folder, folder]
     assert ["--bind", folder] not in [cmd[j:j + 2] for j in range(len(cmd) - 1)]
+
+
+def test_a_prebuild_without_a_gpu_compiles_under_the_key_the_gpu_worker_then_loads(gpu_build, monkeypatch):
+    """The grader's first worker sees no GPU (GPUCOURSE_CUDA_PREBUILD=1, the GPU's arch in GPUCOURSE_CUDA_ARCH): its
+    build() must compile into the very folder (same key) that the graded worker on the GPU looks in, then stop with
+    NeedsGPU as CPU mode does."""
+    def load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
+        gpu_build.append(key)
+        return types.SimpleNamespace()
+
+    monkeypatch.setattr(cuda_build, "_load", load)
+    monkeypatch.setattr(cuda_build, "device_arch", _real_device_arch)  # the fixture's stub: the env-reading one
+    monkeypatch.setenv(cuda_build.ARCH_ENV, "sm_90a")
+    args = ("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
+    cuda_build.build(*args)  # the graded worker (on_gpu stubbed True by the fixture)
+    cuda_build.forget_loaded()
+    monkeypatch.setattr(cuda_build.device, "on_gpu", lambda: False)
+    monkeypatch.setenv(cuda_build.PREBUILD_ENV, "1")
+    monkeypatch.setattr(cuda_build, "compile_check", lambda *a, **k: cuda_build.CompileReport("sm_90a", {}, "", 0.0))
+    with pytest.raises(cuda_build.NeedsGPU):
+        cuda_build.build(*args)
+    assert len(gpu_build) == 2 and gpu_build[0] == gpu_build[1], gpu_build
+    monkeypatch.delenv(cuda_build.PREBUILD_ENV)  # plain CPU mode: the nvcc check only, nothing built
+    cuda_build.forget_loaded()
+    with pytest.raises(cuda_build.NeedsGPU):
+        cuda_build.build(*args)
+    assert len(gpu_build) == 2
+
+
+def test_the_arch_from_the_environment_is_taken_only_when_it_is_one(monkeypatch):
+    monkeypatch.setattr(cuda_build.device, "sm_number", lambda: None)
+    monkeypatch.setenv(cuda_build.ARCH_ENV, "sm_90a")
+    assert _real_device_arch() == "sm_90a"
+    monkeypatch.setenv(cuda_build.ARCH_ENV, "sm_90; rm -rf /")
+    assert _real_device_arch() == cuda_build.DEFAULT_ARCH

@@ -47,3 +47,23 @@ def test_matmul_speed_is_held_to_its_dtypes_peak_without_a_false_alarm():
     r = gpucourse.check("matmul", matmul, quiet=True)
     assert r.passed, r.report()
     assert "x the speed of the reference" in r.perf and "above this GPU's peak" not in r.perf
+
+
+@pytest.mark.gpu
+def test_a_cuda_submission_is_compiled_by_a_worker_that_sees_no_gpu_and_then_only_loaded(tmp_path):
+    """grader._prebuild: the extension is built in the submission's private folder by a worker with no GPU (and no
+    GPU lock held); the graded worker then loads it, and its first call does no compiling."""
+    import time
+
+    from gpucourse.grading import grader, sandbox
+    from gpucourse.grading.exercise import get
+
+    ex = get("block_sum")
+    path = os.path.join(HERE, "submissions", "block_sum", "right_atomic_per_block.py")
+    iso = sandbox.detect("process")
+    t0 = time.monotonic()
+    grader._prebuild(ex, path, str(tmp_path), iso, time.monotonic() + 300, grader.MEMORY_MB)
+    built = [f for _, _, fs in os.walk(tmp_path) for f in fs if f.endswith(".so")]
+    assert built, f"no extension built by the prebuild worker in {time.monotonic() - t0:.1f} s"
+    r = grader.grade_one(ex, path, timeout=300, isolation=iso)
+    assert r.status == "passed", r.message

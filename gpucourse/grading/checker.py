@@ -456,12 +456,13 @@ def is_not_implemented(exc: BaseException) -> bool:
 # Speed (GPU only), reported apart from correctness.
 
 
-def measure_perf(ex, fn) -> dict | None:
-    """Time ``fn`` against the spec's baseline on this GPU; None in CPU mode or without a target."""
+def prepare_perf(ex, fn=None) -> dict | None:
+    """The timed step's inputs, drawn and moved to the GPU, and ``fn`` called once on them (its compiles and first-call
+    allocations happen here); None in CPU mode or without a target. The grader asks for this under the GPU's *shared*
+    lock and for :func:`measure_perf` under the exclusive one, so drawing a large input on the CPU (2^28 floats take
+    seconds) or building a kernel does not stop every other job's cases."""
     if ex.perf is None or not _device.on_gpu():
         return None
-    from .. import timing
-
     gen = torch.Generator().manual_seed(new_seed())
     dev = _device.torch_device()
     args = [a.to(dev) if isinstance(a, torch.Tensor) else _value_to(a, dev)
@@ -473,6 +474,21 @@ def measure_perf(ex, fn) -> dict | None:
         dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor)), None)
         if dtype == torch.float32 and ex.tf32_possible:
             dtype = "tf32"
+    if fn is not None:
+        fn(*args)
+        torch.cuda.synchronize()
+    return {"args": args, "bytes": nbytes, "flops": nflops, "dtype": dtype}
+
+
+def measure_perf(ex, fn, prepared: dict | None = None) -> dict | None:
+    """Time ``fn`` against the spec's baseline on this GPU (on ``prepared``'s inputs, from :func:`prepare_perf`, or on
+    inputs drawn now); None in CPU mode or without a target."""
+    if ex.perf is None or not _device.on_gpu():
+        return None
+    from .. import timing
+
+    prepared = prepared or prepare_perf(ex)
+    args, nbytes, nflops, dtype = prepared["args"], prepared["bytes"], prepared["flops"], prepared["dtype"]
     mine = timing.bench(fn, *args, bytes=nbytes, flops=nflops, dtype=dtype, name=ex.function)
     if ex.perf.baseline == "copy":
         # A torch copy that reads and writes nbytes in all, like the kernel (copy_gbps counts read + written).

@@ -158,7 +158,8 @@ def main(argv=None) -> int:
     hello = recv(rfd)
     nonce = hello["nonce"]
     ex = get(hello["exercise"])
-    run_case, learner_tb, measure_perf = checker.run_case, checker.learner_traceback, checker.measure_perf
+    run_case, learner_tb = checker.run_case, checker.learner_traceback
+    prepare_perf, measure_perf, prepared = checker.prepare_perf, checker.measure_perf, None
     judge, judge_case = ex.judge, checker.judge_case
     to_device, dev = checker.to_device, gpucourse.torch_device()
     if ex.kind == "triton":
@@ -262,9 +263,16 @@ def main(argv=None) -> int:
             problems = [p[:2000] if isinstance(p, str) else p for p in problems[:50]] \
                 if isinstance(problems, list) else problems  # what the grader shows; the channel caps a message
             reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10])
-        elif msg.get("type") == "perf":
+        elif msg.get("type") == "perf_prepare":  # under the GPU's shared lock: inputs drawn, fn called once
             try:
-                perf = measure_perf(ex, fn)
+                prepared = prepare_perf(ex, fn)
+                reply("perf_prepared", error=None)
+            except BaseException as exc:  # noqa: BLE001
+                prepared = None
+                reply("perf_prepared", error=checker.exception_line(learner_tb(exc), type(exc).__name__))
+        elif msg.get("type") == "perf":  # under the exclusive lock: the timing alone
+            try:
+                perf = measure_perf(ex, fn, prepared)
             except BaseException as exc:  # noqa: BLE001
                 perf = {"error": checker.exception_line(learner_tb(exc), type(exc).__name__)}
             reply("perf", perf=perf)
