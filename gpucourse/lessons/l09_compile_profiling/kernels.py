@@ -82,3 +82,84 @@ def rmsnorm_residual_torch(x, residual, weight, eps: float = 1e-6):
 def moved_bytes(x, residual, weight, eps=None) -> int:
     """What one call must move: read x and residual, write out and new_residual (and read the weight once)."""
     return 4 * x.numel() * x.element_size() + weight.numel() * weight.element_size()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Re-stated from lesson 05 (a lesson never imports another): a row softmax and a matmul with a fused epilogue.
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, out_ptr, n_cols, sx, so, BLOCK: tl.constexpr):
+    """One program per row, the row in registers: read once, written once."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * sx + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * so + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of a 2-D tensor, one Triton program per row."""
+    rows, cols = x.shape
+    out = torch.empty_like(x)
+    block = triton.next_power_of_2(cols)
+    _softmax_kernel[(rows,)](x, out, cols, x.stride(0), out.stride(0), BLOCK=block,
+                             num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)
+    return out
+
+
+@triton.jit
+def _gelu(x):
+    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def _matmul_epilogue_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                            EPILOGUE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """C = gelu(A @ B + bias) with the bias and GELU applied to the fp32 accumulator before the one store (the
+    epilogue): the product never goes to memory unfinished."""
+    pid = tl.program_id(0)
+    n_m, n_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * n_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(n_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group) % size_m
+    pid_n = (pid % group) // size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * sam + (k0 + rk)[None, :] * sak,
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
+                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        if UPCAST:
+            a, b = a.to(tl.float32), b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+    if EPILOGUE:
+        acc = _gelu(acc + tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :])
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul_bias_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, epilogue: bool = True) -> torch.Tensor:
+    """gelu(a @ b + bias) in one Triton kernel (``epilogue=False``: only a @ b, the unfused first half)."""
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    small = _interpret() or M * N < 2**20
+    bm, bn, bk, warps, stages = (32, 32, 32, 4, 2) if small else (128, 128, 64, 8, 3)
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    _matmul_epilogue_kernel[grid](a, b, bias, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                  c.stride(0), c.stride(1), EPILOGUE=epilogue,
+                                  UPCAST=_interpret() and a.dtype == torch.bfloat16, BLOCK_M=bm, BLOCK_N=bn,
+                                  BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    return c
+
+
+def bias_gelu_torch(a, b, bias):
+    """The same in torch: a matmul (cuBLAS), then the bias add and GELU as separate passes over C."""
+    return torch.nn.functional.gelu(a @ b + bias)

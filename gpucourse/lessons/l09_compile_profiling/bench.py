@@ -1,0 +1,60 @@
+"""Lesson 09's registered benchmarks. The notebook runs them (through ``benchmarks.run_in_child``: torch.compile's
+code runs in a child process, so a crash there cannot take the notebook's kernel with it) and records each result;
+``gpucourse bench`` runs the same functions on its own. Every ratio is measured within one run.
+"""
+from __future__ import annotations
+
+from gpucourse.benchmarks import register, target
+
+from . import measure
+
+
+def rmsnorm_targets(res: dict) -> list:
+    out = []
+    for key, p in res["points"].items():
+        ours = p["ms"]["reference (Triton)"]
+        out.append(target(f"fused_rmsnorm_residual {key} bf16: reference / torch.compile max-autotune (speed)",
+                          p["ms"]["torch.compile max-autotune"] / ours, 1.0))
+        out.append(target(f"fused_rmsnorm_residual {key} bf16: reference / copy bandwidth",
+                          p["gbps"]["reference (Triton)"] / p["copy_gbps"], 0.85))
+    return out
+
+
+@register("compile09_rmsnorm", targets=rmsnorm_targets)
+def rmsnorm_bench() -> dict:
+    """The exercise's reference kernel against torch.compile(mode="max-autotune") of the same torch function, eager
+    torch, and a copy of the same bytes, at 8192x8192 and 65536x1024 bf16."""
+    return {"points": {f"{r}x{c}": measure.rmsnorm_point(r, c) for r, c in measure.RMS_SHAPES}}
+
+
+def fusion_targets(res: dict) -> list:
+    out = []
+    ncu = res.get("ncu_sin_chain_compiled") or {}
+    if ncu.get("ok"):
+        k = ncu["kernels"]
+        moved = sum(x["dram__bytes_read.sum"] + x["dram__bytes_write.sum"] for x in k)
+        out.append(target("compiled sin chain (2^26 fp32): DRAM bytes moved (ncu) / ideal (read once, write once)",
+                          moved / res["points"]["sin chain, 2^26 fp32"]["ideal_bytes"], 1.2, "<="))
+    return out
+
+
+@register("compile09_fusion", targets=fusion_targets)
+def fusion_bench() -> dict:
+    """Eager against torch.compile for the sin chain and LayerNorm+scale+GELU (kernel counts, compile time,
+    medians), and Nsight Compute's DRAM bytes for the compiled and the eager sin chain where counters are readable."""
+    return {"points": measure.fusion_examples(), "ncu_sin_chain_compiled": measure.ncu("sin_chain_compiled"),
+            "ncu_sin_chain_eager": measure.ncu("sin_chain_eager")}
+
+
+@register("compile09_modes")
+def modes_bench() -> dict:
+    """A launch-bound MLP forward eagerly and under torch.compile's default, reduce-overhead and max-autotune
+    modes: compile time and median of each."""
+    return measure.compile_modes()
+
+
+@register("compile09_epilogue")
+def epilogue_bench() -> dict:
+    """gelu(a @ b + bias) at 8192^3 bf16: eager, torch.compile default and max-autotune (what each generated), the
+    hand-fused Triton kernel with the epilogue, and the matmul alone."""
+    return measure.epilogue_timings()
