@@ -24,6 +24,7 @@ def fused_rmsnorm_residual(x, residual, weight, eps):
     x2, r2 = x.reshape(-1, n), residual.reshape(-1, n)
     out = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    block = triton.next_power_of_2(n)
     rmsnorm_residual[(x2.shape[0],)](x2, r2, weight, out, s, n, x2.stride(0), r2.stride(0), eps,
-                                     BLOCK=triton.next_power_of_2(n))
+                                     BLOCK=block, num_warps=4 if block <= 1024 else 8 if block <= 4096 else 16)
     return out.view(x.shape), s.view(x.shape)
