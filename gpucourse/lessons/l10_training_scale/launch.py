@@ -1,0 +1,78 @@
+"""Starting the lesson's multi-process programs from a notebook (torchrun in a subprocess), and the recorded multi-GPU
+run (``benchmarks/results/*-multi-gpu10.json``, written by ``benchmarks/multi_gpu10.py`` on a machine with 2+ GPUs).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+# NVLink multicast off in every launched process (the recorded run's setting; see the lesson).
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "benchmarks", "results")
+
+
+def gpus() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def backend(nproc: int = 2) -> str:
+    """What torchrun's ranks will use here: NCCL when every rank gets its own GPU, else gloo on the CPU."""
+    return "nccl" if gpus() >= nproc else "gloo"
+
+
+def torchrun(task: str, nproc: int = 2, args: tuple = (), timeout: float = 600, retry: bool = True) -> dict:
+    """Run ``dist_run TASK`` on ``nproc`` ranks with torchrun (``python -m torch.distributed.run --standalone``) and
+    return rank 0's JSON. On the CPU each rank gets one thread (OMP_NUM_THREADS=1): the ranks share the cores."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        env = dict(os.environ, **NCCL_ENV)
+        if backend(nproc) == "gloo":
+            env["OMP_NUM_THREADS"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""  # gloo ranks on the CPU leave a lone GPU alone
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo") if sys.platform.startswith("linux") else None
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "gpucourse.lessons.l10_training_scale.dist_run", task, "--out", out, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if proc.returncode != 0 and retry:
+            # Rarely, on a loaded CPU, a gloo rank aborts while the group is torn down; say so and run it again.
+            print(f"(torchrun {task} failed once, exit {proc.returncode}; running it again)")
+            return torchrun(task, nproc, args, timeout, retry=False)
+        if proc.returncode != 0 or not os.path.exists(out):
+            tail = (proc.stdout + proc.stderr)[-3000:]
+            raise RuntimeError(f"torchrun {task} failed (exit {proc.returncode}):\n{tail}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def recorded() -> dict | None:
+    """The newest committed multi-GPU run of this lesson (``benchmarks/results/*-multi-gpu10.json``), or None."""
+    paths = sorted(glob.glob(os.path.join(os.path.normpath(RESULTS), "*-multi-gpu10.json")))
+    if not paths:
+        return None
+    with open(paths[-1]) as f:
+        res = json.load(f)
+    res["file"] = "benchmarks/results/" + os.path.basename(paths[-1])
+    return res
+
+
+NONE_RECORDED = ("No multi-GPU run of this lesson is recorded yet (benchmarks/results/*-multi-gpu10.json is made by "
+                 "benchmarks/multi_gpu10.py on a machine with 2+ GPUs); the figures for this section will appear "
+                 "here once one is committed.")
+
+
+def recorded_task(task: str) -> dict | None:
+    """One task's results from the recorded run, labelled with its machine, or None (and says so)."""
+    rec = recorded()
+    if rec is None or task not in rec.get("tasks", {}):
+        print(NONE_RECORDED)
+        return None
+    res = rec["tasks"][task]
+    print(f"Recorded on {rec['world']} GPUs ({rec['device_name']}, torch {rec['torch']}, NCCL, "
+          f"NCCL_NVLS_ENABLE=0; {rec['date']}; {rec['file']}):")
+    return res

@@ -1,0 +1,108 @@
+"""Tables and pictures for lesson 10's notebook (printing only; the numbers come from model, budget, ring and the
+torchrun tasks)."""
+from __future__ import annotations
+
+from . import ring
+
+MiB = 1 << 20
+
+
+def mib(b: float) -> str:
+    return f"{b / MiB:,.1f}"
+
+
+def budget_table(res: dict, timed: bool) -> None:
+    """One row per mode: predicted and measured parameters + gradients + AdamW state, activations, peak (MiB)."""
+    head = f"{'mode':<27}{'weights+grads+AdamW':>21}{'activations':>22}{'peak':>27}"
+    head += f"{'step ms':>9}" if timed else ""
+    print(head)
+    print(f"{'':<27}{'predicted  measured':>21}{'predicted  measured':>22}{'predicted  measured  ratio':>27}")
+    for name, p in res["points"].items():
+        m, q = p["measured"], p["predicted"]
+        static_m = m["parameters"] + m["gradients"] + m["optimizer"]
+        static_q = q["parameters"] + q["gradients"] + q["optimizer"]
+        pk = p["predicted_peak"]["peak"]
+        row = (f"{name:<27}{mib(static_q):>11} {mib(static_m):>9}{mib(q['activations']):>12} "
+               f"{mib(m['activations']):>9}{mib(pk):>12} {mib(m['peak']):>9} {pk / m['peak']:>6.3f}")
+        if timed:
+            row += f"{p['step_ms']:>9.1f}"
+        print(row)
+
+
+def plot_timeline(tl: dict, title: str):
+    import matplotlib.pyplot as plt
+
+    ys = [b / MiB for b in tl["bytes"]]
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    ax.plot(range(len(ys)), ys, lw=1.2)
+    for label, i in tl["marks"].items():
+        if i is not None:
+            ax.axvline(i, color="gray", ls="--", lw=0.8)
+            ax.text(i, max(ys) * 0.98, " " + label, va="top", fontsize=8, color="gray")
+    ax.set_xlabel("allocator event" if "allocator" in tl["source"] else "torch operation")
+    ax.set_ylabel("MiB allocated")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def comm_table(res: dict) -> dict:
+    """Print all-reduce time and bus bandwidth per size, and the latency + size / bandwidth fit; returns the fit."""
+    world = res["world"]
+    fit = ring.fit_latency_bandwidth(res["sizes_bytes"], res["all_reduce_s"], world)
+    print(f"all-reduce of float32 over {world} ranks ({res['backend']}, {res['device_name']})")
+    print(f"{'size':>10}{'time (us)':>12}{'bus GB/s':>10}{'model (us)':>12}")
+    for s, t, m in zip(res["sizes_bytes"], res["all_reduce_s"], fit["model_s"]):
+        size = f"{s / MiB:g} MiB" if s >= MiB else f"{s / 1024:g} KiB"
+        print(f"{size:>10}{t * 1e6:>12.1f}{ring.bus_bandwidth(s, t, world):>10.2f}{m * 1e6:>12.1f}")
+    print(f"fit: t = {fit['alpha_s'] * 1e6:.1f} us + 2(N-1)/N * size / ({fit['beta_GBps']:.2f} GB/s)")
+    rv = res["ring_vs_all_reduce"]
+    print(f"ring from sends vs dist.all_reduce at {rv['bytes'] / MiB:g} MiB: {rv['ring_s'] * 1e3:.2f} ms vs "
+          f"{rv['all_reduce_s'] * 1e3:.2f} ms ({rv['all_reduce_s'] / rv['ring_s']:.2f}x all_reduce's speed)")
+    return fit
+
+
+def plot_comm(res: dict, fit: dict, title: str):
+    import matplotlib.pyplot as plt
+
+    world = res["world"]
+    sizes = res["sizes_bytes"]
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    ax.loglog(sizes, [t * 1e6 for t in res["all_reduce_s"]], "o", label="measured")
+    ax.loglog(sizes, [m * 1e6 for m in fit["model_s"]], "-", label="alpha + size / beta")
+    ax.set_xlabel("bytes per rank")
+    ax.set_ylabel("microseconds")
+    ax.set_title(f"{title} ({world} ranks)", fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_ddp_timeline(rows: list, title: str):
+    """Lanes of a profiled DDP step: backward work and the all-reduces (gradient buckets)."""
+    import matplotlib.pyplot as plt
+
+    lanes = sorted({r[0] for r in rows}, key=lambda n: (n == "all-reduce", n))
+    colors = {"all-reduce": "tab:red", "backward": "tab:blue", "compute": "tab:blue",
+              "forward/optimizer": "tab:green"}
+    fig, ax = plt.subplots(figsize=(9, 1 + 0.5 * len(lanes)))
+    for i, lane in enumerate(lanes):
+        spans = [(r[2] / 1e3, max(r[3] / 1e3, 1e-3)) for r in rows if r[0] == lane]
+        ax.broken_barh(spans, (i - 0.35, 0.7), color=colors.get(lane, "gray"))
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.set_xlabel("ms")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def overlap(rows: list) -> float:
+    """Fraction of the all-reduce time that falls inside the span of the backward (or compute) work."""
+    work = [(r[2], r[2] + r[3]) for r in rows if r[0] in ("backward", "compute")]
+    comm = [(r[2], r[2] + r[3]) for r in rows if r[0] == "all-reduce"]
+    if not work or not comm:
+        return float("nan")
+    lo, hi = min(w[0] for w in work), max(w[1] for w in work)
+    total = sum(b - a for a, b in comm)
+    inside = sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in comm)
+    return inside / total if total else float("nan")

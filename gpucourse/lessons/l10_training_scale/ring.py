@@ -1,0 +1,88 @@
+"""Ring all-reduce built from point-to-point sends (the course's answer to the ``ring_all_reduce`` exercise), and
+the latency + size / bandwidth model of a collective's time.
+
+The ring: split the tensor into N chunks (N = world size; sizes differ by at most one element when N does not divide
+it). Reduce-scatter: in N - 1 steps every rank sends one chunk to its right neighbour and adds the chunk it receives
+from its left one; afterwards rank r holds the full sum of chunk (r + 1) mod N. All-gather: N - 1 more steps pass
+the finished chunks around. Each rank sends 2 (N - 1) / N of the tensor in all, whatever N is: that is why the ring's
+time does not grow with the number of GPUs (its latency term does).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+
+
+def chunk_bounds(n: int, world: int) -> list:
+    """Start offsets of the N chunks of an n-element tensor, and n: chunk i is [b[i], b[i + 1])."""
+    return [n * i // world for i in range(world + 1)]
+
+
+def ring_all_reduce(tensor: torch.Tensor, group=None) -> None:
+    """Sum ``tensor`` over the ranks of ``group`` in place, with dist.isend/dist.recv only. Any size, any N."""
+    group = group if group is not None else dist.group.WORLD
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    if world == 1:
+        return
+    ranks = dist.get_process_group_ranks(group)
+    right, left = ranks[(rank + 1) % world], ranks[(rank - 1) % world]
+    flat = tensor.reshape(-1) if tensor.is_contiguous() else tensor.contiguous().reshape(-1)
+    b = chunk_bounds(flat.numel(), world)
+    chunks = [flat[b[i]:b[i + 1]] for i in range(world)]
+    scratch = torch.empty(max(c.numel() for c in chunks), dtype=flat.dtype, device=flat.device)
+
+    def exchange(send_i: int, recv_into: torch.Tensor) -> None:
+        # The send is posted first and not waited for: every rank sends and receives at once, so no rank blocks
+        # in a send that its neighbour has not yet posted the matching receive for.
+        req = dist.isend(chunks[send_i], right, group=group) if chunks[send_i].numel() else None
+        if recv_into.numel():
+            dist.recv(recv_into, left, group=group)
+        if req is not None:
+            req.wait()
+
+    for step in range(world - 1):  # reduce-scatter
+        send_i, recv_i = (rank - step) % world, (rank - step - 1) % world
+        got = scratch[:chunks[recv_i].numel()]
+        exchange(send_i, got)
+        chunks[recv_i].add_(got)
+    for step in range(world - 1):  # all-gather: rank holds the finished chunk (rank + 1) % world
+        send_i, recv_i = (rank + 1 - step) % world, (rank - step) % world
+        exchange(send_i, chunks[recv_i])
+    if flat.data_ptr() != tensor.data_ptr():
+        tensor.copy_(flat.view_as(tensor))
+
+
+def bus_bandwidth(nbytes: float, seconds: float, world: int) -> float:
+    """NCCL's bus bandwidth of an all-reduce, GB/s: the algorithm bandwidth (bytes / time) times 2 (N - 1) / N, the
+    fraction of the tensor each rank's link carries in a ring. It compares with the link's speed whatever N is."""
+    return nbytes / seconds * 2 * (world - 1) / world / 1e9
+
+
+def fit_latency_bandwidth(sizes_bytes: list, seconds: list, world: int) -> dict:
+    """Least squares fit of t = alpha + (2 (N - 1) / N) * size / beta over the measured points, with weights 1 / t
+    (relative errors, so the small sizes that fix alpha count as much as the large ones that fix beta). Returns
+    alpha (s), beta (bus GB/s) and the model's time at each size."""
+    f = 2 * (world - 1) / world
+    xs = [f * s for s in sizes_bytes]
+    w = [1 / t for t in seconds]
+    sw = sum(wi * wi for wi in w)
+    sx = sum(wi * wi * x for wi, x in zip(w, xs))
+    sy = sum(wi * wi * t for wi, t in zip(w, seconds))
+    sxx = sum(wi * wi * x * x for wi, x in zip(w, xs))
+    sxy = sum(wi * wi * x * t for wi, x, t in zip(w, xs, seconds))
+    det = sw * sxx - sx * sx
+    slope = (sw * sxy - sx * sy) / det
+    alpha = (sy - slope * sx) / sw
+    alpha = max(alpha, 0.0)
+    beta = 1 / slope / 1e9 if slope > 0 else math.inf
+    return {"alpha_s": alpha, "beta_GBps": beta,
+            "model_s": [alpha + x * slope for x in xs]}
+
+
+def ring_time(nbytes: float, ranks: int, alpha_s: float, link_GBps: float) -> float:
+    """Seconds of a flat ring all-reduce over ``ranks``: 2 (N - 1) steps, each paying the latency alpha and moving
+    1 / N of the tensor over the slowest link in the ring."""
+    steps = 2 * (ranks - 1)
+    return steps * (alpha_s + nbytes / ranks / (link_GBps * 1e9))

@@ -1,0 +1,122 @@
+"""Lesson 10: the memory prediction against the tensor tracker's measurement, the tracker itself, the ring (reference
+and judge: sums on 2-4 gloo ranks, collectives caught, deadlock as a timeout), the latency/bandwidth fit, gradient
+accumulation, one torchrun task end to end, and the recorded-run loader. tests/test_known_submissions.py grades the
+known submissions of memory_budget and ring_all_reduce through the batch grader."""
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from gpucourse.lessons.l10_training_scale import budget, launch, model, ring
+from gpucourse.lessons.l10_training_scale.exercises import memory_budget as mb_ex
+from gpucourse.lessons.l10_training_scale.exercises import ring_all_reduce as ring_ex
+
+CONFIGS = [dict(d=64, layers=2, heads=4, batch=2, seq=32, precision=p, checkpoint=c)
+           for p in model.PRECISIONS for c in model.CHECKPOINTS]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['precision']}-{c['checkpoint']}")
+def test_prediction_matches_tracked_tensors(cfg):
+    measured = model.measure_budget(cfg, "cpu")
+    predicted = budget.predict(cfg)
+    for key in ("parameters", "gradients", "optimizer", "activations"):
+        assert predicted[key] == pytest.approx(measured[key], rel=0.002), key
+    assert budget.predict_peak(cfg)["peak"] == pytest.approx(measured["peak"], rel=0.06)
+
+
+def test_checkpointing_and_bf16_shrink_activations_in_the_right_order():
+    acts = {(c["precision"], c["checkpoint"]): budget.activations(c) for c in CONFIGS}
+    assert acts[("fp32", "block")] < acts[("fp32", "mlp")] < acts[("fp32", "none")]
+    assert acts[("bf16", "none")] < acts[("fp32", "none")]
+    # Checkpointed blocks keep their float32 inputs only: the precision makes no difference.
+    assert acts[("bf16", "block")] == acts[("fp32", "block")]
+
+
+def test_live_tensors_counts_new_storages_not_views_and_forgets_freed_ones():
+    x = torch.randn(100)
+    with model.LiveTensors() as live:
+        v = x.view(10, 10).t()  # a view of a tensor made before: no memory
+        assert live.alive == 0
+        y = x * 2
+        z = y[:50]  # a view of y: counted once with y
+        assert live.alive == 400
+        del y, z
+        assert live.alive == 0
+        w = torch.empty(7, dtype=torch.float64) + 1
+    assert live.peak == 400 and w.numel() == 7 and v.shape == (10, 10)
+
+
+def test_memory_budget_judge_names_the_figure_and_the_ratio():
+    params = dict(mb_ex.EXERCISE.cases[0].params)
+    truth = budget.predict(model.config(model.CPU_CONFIG, **params))
+    assert mb_ex.judge(lambda cfg: dict(truth), params, seed=1) == []
+    half = dict(truth, optimizer=truth["optimizer"] / 2)
+    (problem,) = mb_ex.judge(lambda cfg: half, params, seed=1)
+    assert problem.startswith("optimizer: you said") and "0.50x the measurement" in problem
+    assert mb_ex.judge(lambda cfg: [1, 2], params, seed=1)[0].startswith("memory_budget returned list")
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_reference_ring_sums_any_size_on_gloo_ranks(world):
+    params = {"world": world, "shapes": [(1,), (world + 1,), (1001,), (5, 7)]}
+    inputs = ring_ex.make_inputs(params, seed=world)
+    got = ring_ex.run_ranks(ring.ring_all_reduce, world, inputs)
+    assert got["status"] == "ok"
+    for i in range(len(params["shapes"])):
+        want = sum(inputs[r][i].double() for r in range(world))
+        for r in range(world):
+            assert torch.allclose(got["results"][r][i].double(), want, rtol=1e-5, atol=1e-6)
+    n = sum(math.prod(s) for s in params["shapes"])
+    assert all(s <= sum(ring_ex.ring_limit(math.prod(sh), world) for sh in params["shapes"]) for s in got["sent"])
+    assert all(s >= 2 * (world - 1) * n // world - 2 * world for s in got["sent"])  # it did send its share
+    assert got["collectives"] == [[]] * world
+
+
+def _deadlock(tensor, group):
+    peer = (dist.get_rank() + 1) % dist.get_world_size()
+    dist.recv(tensor, peer)
+    dist.send(tensor, peer)
+
+
+def _collective(tensor, group):
+    group.allreduce([tensor]).wait()
+
+
+def test_ring_judge_ends_a_deadlock_and_catches_a_collective_on_the_group():
+    inputs = ring_ex.make_inputs({"world": 2, "shapes": [(10,)]}, seed=0)
+    assert ring_ex.run_ranks(_deadlock, 2, inputs, deadline_s=3)["status"] == "timeout"
+    got = ring_ex.run_ranks(_collective, 2, inputs, deadline_s=10)
+    assert got["status"] == "ok" and "c10d.allreduce_" in got["collectives"][0]
+
+
+def test_fit_recovers_latency_and_bandwidth():
+    sizes = [2 ** k for k in range(10, 31, 2)]
+    alpha, beta = 20e-6, 150.0
+    times = [alpha + s / (beta * 1e9) for s in sizes]  # a 2-rank ring: 2 (N - 1) / N = 1
+    fit = ring.fit_latency_bandwidth(sizes, times, world=2)
+    assert fit["alpha_s"] == pytest.approx(alpha, rel=1e-6) and fit["beta_GBps"] == pytest.approx(beta, rel=1e-6)
+    assert ring.bus_bandwidth(1e9, 1e9 / (beta * 1e9), 2) == pytest.approx(beta)
+    # Latency-free, the flat ring's bus bandwidth is its link's, whatever the number of ranks.
+    assert ring.bus_bandwidth(2**30, ring.ring_time(2**30, 16, 0.0, 50.0), 16) == pytest.approx(50.0)
+
+
+def test_grad_accumulation_equals_the_large_batch():
+    diff = model.grad_accumulation(model.config(model.CPU_CONFIG, layers=1, batch=4, seq=16), micro=4)
+    assert diff["float64"] < 1e-12 and diff["float32"] < 1e-5
+
+
+def test_torchrun_tensor_parallel_task_on_two_gloo_ranks():
+    res = launch.torchrun("tp")
+    assert res["world"] == 2 and res["max_abs_diff"] < 1e-5
+    assert res["weight_bytes_per_rank"] < 0.51 * res["weight_bytes_unsplit"]
+
+
+def test_recorded_run_is_labelled_or_absent(capsys):
+    rec = launch.recorded()
+    got = launch.recorded_task("comm")
+    out = capsys.readouterr().out
+    if rec is None:
+        assert got is None and "No multi-GPU run of this lesson is recorded yet" in out
+    else:
+        assert rec["world"] >= 2 and "Recorded on" in out
