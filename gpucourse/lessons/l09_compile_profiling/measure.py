@@ -286,6 +286,20 @@ def proton_tree(path_base: str) -> dict:
     return _tree(doc[0] if isinstance(doc, list) else doc)
 
 
+def proton_tree_child(path_base: str, timeout: int = 240) -> dict:
+    """:func:`proton_tree` in a child process. Proton and torch.profiler both subscribe to CUPTI, which takes one
+    subscriber per process: after torch.profiler has run in a process, proton.start there fails
+    (cuptiSubscribe error 39, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)."""
+    code = ("import json, sys, gpucourse\n"
+            "from gpucourse.lessons.l09_compile_profiling import measure\n"
+            "json.dump(measure.proton_tree(sys.argv[1]), open(sys.argv[1] + '.tree.json', 'w'))\n")
+    p = subprocess.run([sys.executable, "-c", code, path_base], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"proton in a child process failed ({p.returncode}): {(p.stdout + p.stderr)[-800:]}")
+    with open(path_base + ".tree.json") as f:
+        return json.load(f)
+
+
 def _tree(node) -> dict:
     out = {}
     for child in node.get("children", []):
@@ -377,7 +391,7 @@ def epilogue_inputs(m: int | None = None, n: int | None = None, k: int | None = 
     return a, b, bias
 
 
-def epilogue_timings(rounds: int = 3) -> dict:
+def epilogue_timings(rounds: int = 2) -> dict:
     """gelu(a @ b + bias) at 8192^3 bf16: torch eager (cuBLAS, then two passes), torch.compile default (cuBLAS + one
     fused pointwise kernel), max-autotune (Triton templates with the epilogue fused, if one wins), the course's
     hand-fused Triton kernel, and the plain matmul alone (the floor for any fusion)."""
@@ -392,8 +406,8 @@ def epilogue_timings(rounds: int = 3) -> dict:
         f = torch.compile(kernels.bias_gelu_torch, mode=None if mode == "default" else mode)
         f(a, b, bias)
         fns[f"torch.compile {mode}"] = (lambda f=f: f(a, b, bias))
-    timing.settle(lambda: a @ b)
-    ms = _ms(fns, rounds=rounds, flops=2 * a.shape[0] * a.shape[1] * b.shape[1], dtype=a.dtype, rep_ms=200)
+    timing.settle(lambda: a @ b, seconds=1.0)
+    ms = _ms(fns, rounds=rounds, flops=2 * a.shape[0] * a.shape[1] * b.shape[1], dtype=a.dtype, rep_ms=100)
     return {"ms": ms, "compiled": info}
 
 
