@@ -240,7 +240,7 @@ def memory_timeline(cfg: dict, seed: int = 0) -> dict:
     if dev.type == "cuda":
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated() - already
-        torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+        torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000)
         try:
             loss = loss_of(model, x, y)
             torch.cuda.synchronize()
