@@ -14,7 +14,7 @@ ninja's log: seconds per translation unit (main.cpp, the .cu file), to see where
 
     # H100 (16 cores), CUDA, in the bubblewrap sandbox:
     python3 benchmarks/grading_throughput.py --exercise block_sum --distinct 32 --copies 4 --jobs 16 \\
-        --isolation bubblewrap --layouts split inline --inline-distinct 8 --inline-jobs 8 --phases split \\
+        --isolation bubblewrap --layouts host split --phases host split \\
         --out benchmarks/results/h100-grading-throughput.json
     # CPU mode, Triton (TRITON_INTERPRET=1):
     python3 benchmarks/grading_throughput.py --exercise vector_add --distinct 30 --copies 3 --jobs 2 \\
@@ -217,12 +217,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=float, default=300.0, help="per submission (the grader's --timeout)")
     ap.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default=None)
-    ap.add_argument("--layouts", nargs="+", default=["split", "inline"], choices=("split", "inline"),
+    ap.add_argument("--layouts", nargs="+", default=["host", "split"], choices=("host", "split", "inline"),
                     help="CUDA build layouts to grade with, in this order")
     ap.add_argument("--inline-distinct", type=int, default=None, help="distinct submissions for the inline batch "
                     "(it is the slow one; default --distinct)")
     ap.add_argument("--inline-jobs", type=int, default=None, help="--jobs for the inline batch (default --jobs)")
-    ap.add_argument("--phases", nargs="*", default=[], choices=("split", "inline"),
+    ap.add_argument("--phases", nargs="*", default=[], choices=("host", "split", "inline"),
                     help="layouts to time one in-process build of, per translation unit (GPU)")
     ap.add_argument("--budget", type=float, default=3600.0, help="seconds: skip steps once this much has passed")
     ap.add_argument("--out", default=None, help="JSON results path")

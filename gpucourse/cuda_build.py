@@ -17,19 +17,27 @@ compiler's own output, not a Python stack.
 Where a build's seconds go, and what ``build`` does about it (the grader builds one extension per CUDA submission).
 Both translation units parse torch's headers, and that parsing is nearly all of a cold build: ``main.cpp`` (the
 Python bindings) includes all of ``torch/extension.h``; the ``.cu`` file includes ``torch/types.h`` for the binding,
-and nvcc parses a ``.cu`` file twice, once for the host and once for the device. So, by default (``split``):
+and nvcc parses a ``.cu`` file twice, once for the host and once for the device. So, by default (``host``):
 
-* the device pass sees only the kernels: torch's headers and the binding sit under ``#ifndef __CUDA_ARCH__``, as host
-  code (the kernels are torch-free by the course's convention; kernel templates, or device code in the binding,
-  keep the old layout, since the device pass must see every instantiation);
-* ``main.cpp`` includes a precompiled ``torch/extension.h`` when :func:`prepare_shared` has built one for this
-  compiler, these flags and this torch (the grader does, once per machine, before its workers start, and binds it
-  read-only into their sandboxes); without one it parses the header as before.
+* the binding moves to ``main.cpp`` and the ``.cu`` file holds the kernels alone, with no torch header in either of
+  nvcc's passes. gcc compiles the binding; each ``kernel<<<grid, block, smem, stream>>>(args)`` in it is rewritten
+  as a call of a small launcher that converts the arguments to the kernel's parameter types and calls
+  ``cudaLaunchKernel`` with the kernel's host symbol (the ordinary function nvcc defines for every kernel, declared
+  in main.cpp from the kernels' own ``__global__`` lines). Sources this cannot carry (:func:`host_binding` says
+  which) and any build of it that fails fall back to ``split``;
+* ``split``: the device pass sees only the kernels; torch's headers and the binding sit under
+  ``#ifndef __CUDA_ARCH__``, as host code (the kernels are torch-free by the course's convention; kernel templates,
+  or device code in the binding, keep the old layout, since the device pass must see every instantiation);
+* ``main.cpp`` includes a precompiled ``torch/extension.h`` (:data:`PCH_TEXT`) when :func:`prepare_shared` has built
+  one for this compiler, these flags and this torch (the grader does, once per machine, before its workers start,
+  and binds it read-only into their sandboxes); without one it parses the header as before.
 
-``GPUCOURSE_CUDA_BUILD=inline`` selects the old layout (one ``load_inline``, torch's headers in both passes). A
-source that fails to compile split is built the old way before its error is reported, so the split never turns a
-source that compiled into one that does not (a kernel that leaned on a type or function that torch's headers happened
-to include).
+On the H100, one block_sum build took main.cpp 11 s and the .cu file 20 s in the ``split`` layout
+(``benchmarks/results/h100-explore-cuda-build-flags.json``).
+``GPUCOURSE_CUDA_BUILD=split`` or ``inline`` selects an older layout (``inline``: one ``load_inline``, torch's
+headers in both passes). A source that fails to compile split is built the old way before its error is reported,
+so the split never turns a source that compiled into one that does not (a kernel that leaned on a type or function
+that torch's headers happened to include).
 """
 from __future__ import annotations
 
@@ -53,8 +61,8 @@ NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo")  # no --use_fast_math: sums must
 # torch's headers) is left to the small generated C++ file that holds the Python bindings.
 BINDING_HEADERS = ("#include <torch/types.h>\n#include <c10/cuda/CUDAStream.h>\n"
                    "#include <c10/cuda/CUDAException.h>\n#include <c10/cuda/CUDAGuard.h>\n")
-BUILD_ENV = "GPUCOURSE_CUDA_BUILD"  # "split" (default) or "inline" (the old layout, kept to compare with)
-LAYOUTS = ("split", "inline")
+BUILD_ENV = "GPUCOURSE_CUDA_BUILD"  # "host" (default), "split" or "inline": the older layouts, kept to compare with
+LAYOUTS = ("host", "split", "inline")
 SHARED_ENV = "GPUCOURSE_CUDA_SHARED"  # the folder of the precompiled torch/extension.h (set by the grader)
 # Set by the grader for a CUDA submission's two workers: the GPU's arch (so both compute the same build key), and,
 # in the first one only, PREBUILD_ENV=1: a worker that sees no GPU, whose build() compiles for real (not just the
@@ -62,6 +70,10 @@ SHARED_ENV = "GPUCOURSE_CUDA_SHARED"  # the folder of the precompiled torch/exte
 ARCH_ENV = "GPUCOURSE_CUDA_ARCH"
 PREBUILD_ENV = "GPUCOURSE_CUDA_PREBUILD"
 PCH_HEADER = "gpucourse_torch_extension.h"  # in that folder, with its .gch beside it
+# The precompiled header's text: what every main.cpp of the split and host layouts includes first.
+PCH_TEXT = ("// gpucourse: precompiled once for every main.cpp of a split or host-layout CUDA build\n"
+            "#include <torch/extension.h>\n" + BINDING_HEADERS +
+            "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n")
 MAIN_CFLAGS = ("-O2",)  # main.cpp's flags, the precompiled header's too (gcc uses a .gch only with the same ones)
 # What makes the device pass need more than the kernels: a kernel template (instantiated where the binding launches
 # it) or device code in the binding.
@@ -348,44 +360,69 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
         report = compile_check(kernels, flags=flags)
         raise NeedsGPU(f"{name}: the CUDA kernels compile ({', '.join(report.kernels) or 'no kernels'}); "
                        f"running them needs a CUDA GPU (CPU mode)", report)
-    split = build_layout() == "split" and splittable(kernels, binding)
-    key = _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch(),
-                *(("split",) if split else ()))
+    plan = layouts(kernels, binding)
+    key = _key(kernels, binding, cpp, functions, flags, plan[0])
     if key in _modules:
         _by_args[args_key] = _modules[key]
         return _modules[key]
     require_tools(ninja=True)
-    try:
-        module = _load(name, key, kernels, binding, cpp, functions, flags, verbose, split)
-    except CudaCompileError as exc:
-        if not (split and _device_pass_failed(exc.raw)):
-            raise
-        # Only the device pass failed, and it saw no torch header (a kernel that used what torch's headers happened
-        # to include): the old layout decides, and its error, if any, is the one shown.
-        module = _load(name, _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch()),
-                       kernels, binding, cpp, functions, flags, verbose, False)
+    module = _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose)
     module.kernels_source = kernels
     _modules[key] = _by_args[args_key] = module
     return module
 
 
+def _key(kernels, binding, cpp, functions, flags, layout: str) -> str:
+    return _hash(kernels, binding, cpp, list(functions), tuple(flags), NVCC_FLAGS, device_arch(),
+                 *(() if layout == "inline" else (layout,)))
+
+
+def layouts(kernels: str, binding: str) -> list:
+    """The layouts to try, best first: each later one is built only when the one before fails (see the module's
+    docstring). ``host`` needs a binding whose launches can be rewritten (:func:`host_binding`)."""
+    chosen = build_layout()
+    if chosen == "inline" or not splittable(kernels, binding):
+        return ["inline"]
+    if chosen == "host" and host_binding(kernels, binding) is not None:
+        return ["host", "split", "inline"]
+    return ["split", "inline"]
+
+
+def _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose):
+    """Build the first layout of ``plan`` that builds. Any failure of ``host`` (the binding moved out of the .cu
+    file: a launch it could not carry over, a type or macro of the kernels that the binding used, a kernel symbol
+    that did not link) hands over to ``split``; ``split`` hands over to ``inline`` only when nvcc's device pass alone
+    failed (it saw no torch header). The error shown is the last layout's, so a learner's message is the one the
+    plain layouts give."""
+    for i, layout in enumerate(plan):
+        last = i == len(plan) - 1
+        try:
+            return _load(name, _key(kernels, binding, cpp, functions, flags, layout), kernels, binding, cpp,
+                         functions, flags, verbose, layout)
+        except (CudaCompileError, ImportError) as exc:
+            if last:
+                raise
+            if layout == "host":
+                continue
+            if layout == "split" and isinstance(exc, CudaCompileError) and _device_pass_failed(exc.raw):
+                continue
+            raise
+
+
 def prebuild(name: str, kernels: str, binding: str, cpp: str, functions, flags=()) -> None:
     """The grader's first worker for a CUDA submission sees no GPU: compile the extension as the GPU worker will
-    (same key, same folder, same flags), so that worker's build() finds it up to date and only loads it. A failure
-    here is left for the GPU worker to meet and report; compiling is all this is for."""
-    split = build_layout() == "split" and splittable(kernels, binding)
-    key = _hash(kernels, binding, cpp, functions, tuple(flags), NVCC_FLAGS, device_arch(),
-                *(("split",) if split else ()))
+    (same layouts, keys, folders and flags), so that worker's build() finds it up to date and only loads it. A
+    failure here is left for the GPU worker to meet and report; compiling is all this is for."""
     try:
         require_tools(ninja=True)
-        _load(name, key, kernels, binding, cpp, functions, flags, False, split)
+        _load_planned(name, layouts(kernels, binding), kernels, binding, cpp, list(functions), flags, False)
     except Exception:  # noqa: BLE001  (a compile error, or an import that needs the GPU: the GPU worker decides)
         pass
 
 
 def build_layout() -> str:
-    """``split`` (default) or ``inline``, from $GPUCOURSE_CUDA_BUILD."""
-    value = (os.environ.get(BUILD_ENV) or "split").strip().lower()
+    """``host`` (default), ``split`` or ``inline``, from $GPUCOURSE_CUDA_BUILD."""
+    value = (os.environ.get(BUILD_ENV) or "host").strip().lower()
     if value not in LAYOUTS:
         raise ValueError(f"{BUILD_ENV}={value!r}: choose one of {', '.join(LAYOUTS)}")
     return value
@@ -423,25 +460,32 @@ def _device_pass_failed(output: str) -> bool:
     return bool(_DEVICE_PASS_DIAGNOSTIC.search(output))
 
 
-def _load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
+def _load(name, key, kernels, binding, cpp, functions, flags, verbose, layout: str):
     import torch.utils.cpp_extension as ext
 
     full = f"{name}_{key}"
     build_dir = os.path.join(cache_dir(), full)
     os.makedirs(build_dir, exist_ok=True)
-    source = cuda_source(kernels, binding, split, os.path.join(os.path.abspath(build_dir), "cuda.cu"))
+    cu_path = os.path.join(os.path.abspath(build_dir), "cuda.cu")
+    if layout == "host":
+        source = kernels_source(kernels, cu_path)
+    else:
+        source = cuda_source(kernels, binding, layout == "split", cu_path)
     kwargs = dict(name=full, cuda_sources=[source], functions=functions,
                   extra_cuda_cflags=[*NVCC_FLAGS, *flags], extra_cflags=list(MAIN_CFLAGS),
                   build_directory=build_dir, verbose=verbose)
-    if split:
+    if layout in ("host", "split"):
         pch = shared_header()
         if pch:
             kwargs["extra_cflags"] += ["-include", pch, "-Winvalid-pch"]
-        kwargs.update(cpp_sources=["#include <torch/extension.h>\n" + cpp], no_implicit_headers=True)
+        main = "#include <torch/extension.h>\n"
+        if layout == "host":
+            main += BINDING_HEADERS + host_binding(kernels, binding) + "\n"
+        kwargs.update(cpp_sources=[main + cpp], no_implicit_headers=True)
     else:
         kwargs["cpp_sources"] = [cpp]
     try:
-        if split and "no_implicit_headers" not in _load_inline_parameters():
+        if layout != "inline" and "no_implicit_headers" not in _load_inline_parameters():
             module = _load_files(ext, **kwargs)
         else:
             module = ext.load_inline(**kwargs)
@@ -451,9 +495,137 @@ def _load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
             err.raw = str(exc)
             raise err from None
         raise
-    module.build_layout = ("split" + ("+pch" if kwargs["extra_cflags"] != list(MAIN_CFLAGS) else "")) if split \
-        else "inline"
+    module.build_layout = layout + ("+pch" if kwargs["extra_cflags"] != list(MAIN_CFLAGS) else "")
     return module
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The host layout: the binding compiled in main.cpp (with the precompiled header), the .cu file the kernels alone.
+
+# What main.cpp needs to launch the kernels without nvcc: CUDA's runtime API and the vector/half types, the kernels'
+# host-side symbols declared as plain functions (nvcc defines each kernel's host stub, an ordinary function of the
+# kernel's name and parameters, in the .cu file's object), and a launch through cudaLaunchKernel that converts each
+# argument to its parameter's type as a call would, as nvcc's <<<>>> does.
+HOST_PROLOGUE = r"""
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
+namespace gpucourse_host {
+inline cudaStream_t stream(cudaStream_t s) { return s; }
+inline cudaStream_t stream(int s) { return reinterpret_cast<cudaStream_t>(static_cast<intptr_t>(s)); }
+template <typename K, typename T, std::size_t... I>
+inline void launch_tuple(K kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t st, T& values,
+                         std::index_sequence<I...>) {
+  void* args[] = {const_cast<void*>(static_cast<const void*>(&std::get<I>(values)))..., nullptr};
+  cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, smem, st);
+}
+template <typename... P, typename... A>
+inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A&&... a) {
+  static_assert(sizeof...(P) == sizeof...(A), "a kernel launched with the wrong number of arguments");
+  std::tuple<typename std::decay<P>::type...> values(std::forward<A>(a)...);
+  launch_tuple(kernel, grid, block, smem, st, values, std::index_sequence_for<P...>{});
+}
+}  // namespace gpucourse_host
+"""
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_NOT_HOSTABLE = re.compile(r"\bnamespace\b|\bstatic\b[^;{}]*__global__|__global__[^;{}(]*\bstatic\b|extern\s*\"C\"|"
+                           r"\btemplate\b|#\s*if|\\\n")
+
+
+def _matching(text: str, start: int) -> int | None:
+    """Index of the ``)`` that closes the ``(`` at ``start`` (string and char literals skipped); None if none."""
+    depth, i, n = 0, start, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            i = j
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _split_top(text: str) -> list:
+    """``text`` split at commas outside brackets."""
+    parts, depth, cur = [], 0, ""
+    for c in text:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+    return parts + [cur]
+
+
+def _rewrite_launches(binding: str, names) -> str | None:
+    """Each ``kernel<<<grid, block[, smem[, stream]]>>>(args)`` of ``binding`` as a call of the launch helper;
+    None when a launch is not of that shape or names no kernel of ``names``."""
+    out, i = [], 0
+    while True:
+        j = binding.find("<<<", i)
+        if j < 0:
+            return "".join(out) + binding[i:]
+        m = re.search(r"(\w+)\s*$", binding[i:j])
+        k = binding.find(">>>", j + 3)
+        if not m or m.group(1) not in names or k < 0:
+            return None
+        config = [c.strip() for c in _split_top(binding[j + 3:k])]
+        p = k + 3
+        while p < len(binding) and binding[p].isspace():
+            p += 1
+        q = _matching(binding, p) if binding[p:p + 1] == "(" else None
+        if not 2 <= len(config) <= 4 or not all(config) or q is None:
+            return None
+        grid, block, smem, stream = (config + ["0", "0"])[:4]
+        args = binding[p + 1:q].strip()
+        out.append(binding[i:i + m.start(1)] + f"::gpucourse_host::launch({m.group(1)}, {grid}, {block}, ({smem}), "
+                   f"::gpucourse_host::stream({stream}){', ' + args if args else ''})")
+        i = q + 1
+
+
+def host_binding(kernels: str, binding: str) -> str | None:
+    """main.cpp's part for the host layout: the prologue, the kernels' ``#define`` lines, their host symbols
+    declared, and ``binding`` with its launches rewritten; None where the kernels or the binding do not fit (a
+    template, a namespace, a static or extern "C" kernel, a conditional block, a launch not of the plain shape)."""
+    code = _COMMENTS.sub(" ", kernels)
+    if _NOT_HOSTABLE.search(code) or "<<<" not in binding:
+        return None
+    defines = [line.strip() for line in code.splitlines() if line.strip().startswith("#define")]
+    code = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", code)
+    decls = {}
+    for m in re.finditer(r"__global__\s+void\s+(\w+)\s*\(", code):
+        close = _matching(code, m.end() - 1)
+        if close is None:
+            return None
+        decls.setdefault(m.group(1), f"void {m.group(1)}({' '.join(code[m.end():close].split())});")
+    launches = _rewrite_launches(binding, decls) if decls else None
+    if launches is None:
+        return None
+    return HOST_PROLOGUE + "\n".join(defines + list(decls.values())) + "\n" + launches
+
+
+def kernels_source(kernels: str, path: str = "cuda.cu") -> str:
+    """The host layout's .cu file: the kernels alone, from line 8 as in the other layouts."""
+    return ("#include <cuda.h>\n#include <cuda_runtime.h>\n\n\n\n\n\n" + f"#line 8 {json.dumps(path)}\n" + kernels
+            + "\n")
 
 
 def _load_inline_parameters() -> frozenset:
@@ -517,7 +689,7 @@ def pch_recipe() -> dict | None:
             cxx = shlex.split(lines["cxx"])
             version = subprocess.run([*cxx[-1:], "--version"], capture_output=True, text=True, timeout=60).stdout
             recipe = {"cxx": cxx, "flags": flags, "compiler": version.splitlines()[:1], "torch": torch.__version__,
-                      "torch_path": os.path.dirname(torch.__file__)}
+                      "torch_path": os.path.dirname(torch.__file__), "header": PCH_TEXT}
     except Exception:  # no CUDA torch, no compiler, a torch whose internals moved: no precompiled header
         recipe = None
     _recipe_cache["recipe"] = recipe
@@ -567,8 +739,7 @@ def prepare_shared(verbose: bool = False) -> str | None:
         tmp = tempfile.mkdtemp(prefix="pch_tmp_", dir=os.path.dirname(folder))
         header = os.path.join(tmp, PCH_HEADER)
         with open(header, "w") as f:
-            f.write("// gpucourse: torch/extension.h, precompiled once for every main.cpp of a split CUDA build\n"
-                    "#include <torch/extension.h>\n")
+            f.write(recipe["header"])
         cmd = [*recipe["cxx"], "-x", "c++-header", header, "-o", header + ".gch", *recipe["flags"]]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)

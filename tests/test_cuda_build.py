@@ -130,9 +130,11 @@ def gpu_build(monkeypatch, tmp_path):
 
 
 def _failing_split(calls, output):
-    def load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
-        calls.append(split)
-        if split:
+    def load(name, key, kernels, binding, cpp, functions, flags, verbose, layout):
+        calls.append(layout)
+        if layout == "host":
+            raise ImportError("undefined symbol: a kernel the host layout could not link")
+        if layout == "split":
             err = cuda_build.CudaCompileError("building failed")
             err.raw = output
             raise err
@@ -143,30 +145,30 @@ def _failing_split(calls, output):
 def test_only_a_device_pass_failure_is_built_again_the_inline_way(gpu_build, monkeypatch):
     monkeypatch.setattr(cuda_build, "_load", _failing_split(gpu_build, "cuda.cu(9): error: c10 is undefined"))
     cuda_build.build("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
-    assert gpu_build == [True, False]
+    assert gpu_build == ["host", "split", "inline"]
     gpu_build.clear()
     cuda_build.forget_loaded()
     monkeypatch.setattr(cuda_build, "_load", _failing_split(gpu_build, '/c/k/cuda.cu(9): error: "total" undefined'))
     with pytest.raises(cuda_build.CudaCompileError):  # the host pass saw what the inline layout sees: no rebuild
         cuda_build.build("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
-    assert gpu_build == [True]
+    assert gpu_build == ["host", "split"]
 
 
 def test_the_inline_layout_is_selected_by_the_environment(gpu_build, monkeypatch):
-    def load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
-        gpu_build.append((split, key))
+    def load(name, key, kernels, binding, cpp, functions, flags, verbose, layout):
+        gpu_build.append((layout, key))
         return types.SimpleNamespace()
 
     monkeypatch.setattr(cuda_build, "_load", load)
     args = ("k", KERNELS, BINDING, "torch::Tensor scale_cuda(torch::Tensor x);", ["scale_cuda"])
-    cuda_build.build(*args)
-    monkeypatch.setenv(cuda_build.BUILD_ENV, "inline")
-    cuda_build.forget_loaded()
-    cuda_build.build(*args)
-    (split_, key_split), (inline_, key_inline) = gpu_build
-    assert (split_, inline_) == (True, False) and key_split != key_inline  # each layout builds in its own folder
+    for layout in ("split", "inline", ""):
+        monkeypatch.setenv(cuda_build.BUILD_ENV, layout)
+        cuda_build.forget_loaded()
+        cuda_build.build(*args)
+    layouts = [layout for layout, _ in gpu_build]
+    assert layouts == ["split", "inline", "host"] and len({key for _, key in gpu_build}) == 3  # a folder each
     monkeypatch.setenv(cuda_build.BUILD_ENV, "fast")
-    with pytest.raises(ValueError, match="split, inline"):
+    with pytest.raises(ValueError, match="host, split, inline"):
         cuda_build.build_layout()
 
 
@@ -236,7 +238,7 @@ def test_a_prebuild_without_a_gpu_compiles_under_the_key_the_gpu_worker_then_loa
     """The grader's first worker sees no GPU (GPUCOURSE_CUDA_PREBUILD=1, the GPU's arch in GPUCOURSE_CUDA_ARCH): its
     build() must compile into the very folder (same key) that the graded worker on the GPU looks in, then stop with
     NeedsGPU as CPU mode does."""
-    def load(name, key, kernels, binding, cpp, functions, flags, verbose, split):
+    def load(name, key, kernels, binding, cpp, functions, flags, verbose, layout):
         gpu_build.append(key)
         return types.SimpleNamespace()
 
@@ -265,3 +267,63 @@ def test_the_arch_from_the_environment_is_taken_only_when_it_is_one(monkeypatch)
     assert _real_device_arch() == "sm_90a"
     monkeypatch.setenv(cuda_build.ARCH_ENV, "sm_90; rm -rf /")
     assert _real_device_arch() == cuda_build.DEFAULT_ARCH
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The host layout: the binding in main.cpp, its launches rewritten; the .cu file the kernels alone.
+
+
+def test_launches_are_rewritten_with_the_defaults_of_the_triple_chevron_and_nested_brackets_kept():
+    kernels = "__global__ void __launch_bounds__(256) k(const float* __restrict__ x, int n) {}\n" \
+              "__global__ void other(float* y) {}\n"
+    binding = ("void f(float* x, int n, cudaStream_t s) {\n"
+               "  k<<<dim3((n + 255) / 256, 1), 256>>>(x, std::min(n, 7));\n"
+               "  other <<< 1, dim3(32, 4), 128 >>> (x);\n"
+               "  k<<<1, 1, 0, s>>>(x, n);\n}\n")
+    main = cuda_build.host_binding(kernels, binding)
+    assert "void k(const float* __restrict__ x, int n);" in main and "void other(float* y);" in main
+    assert ("::gpucourse_host::launch(k, dim3((n + 255) / 256, 1), 256, (0), ::gpucourse_host::stream(0), x, "
+            "std::min(n, 7));") in main
+    assert "::gpucourse_host::launch(other, 1, dim3(32, 4), (128), ::gpucourse_host::stream(0), x);" in main
+    assert "::gpucourse_host::launch(k, 1, 1, (0), ::gpucourse_host::stream(s), x, n);" in main
+    assert "<<<" not in main.split("namespace gpucourse_host")[-1]
+
+
+@pytest.mark.parametrize("kernels, binding, why", [
+    ("template <int B> __global__ void k(float* x) {}", "k<4><<<1, 1>>>(x);", "a template"),
+    ("namespace a { __global__ void k(float* x) {} }", "a::k<<<1, 1>>>(x);", "a namespace"),
+    ("static __global__ void k(float* x) {}", "k<<<1, 1>>>(x);", "a static kernel: no symbol to link"),
+    ('extern "C" __global__ void k(float* x) {}', "k<<<1, 1>>>(x);", "another linkage"),
+    ("#ifdef FAST\n#define B 4\n#endif\n__global__ void k(float* x) {}", "k<<<1, 1>>>(x);", "a conditional"),
+    ("__global__ void k(float* x) {}", "helper<<<1, 1>>>(x);", "a launch of no kernel of these"),
+    ("__global__ void k(float* x) {}", "k<<<1>>>(x);", "a launch with one config value"),
+    ("__global__ void k(float* x) {}", "void f() { cudaMemset(0, 0, 0); }", "no launch at all"),
+])
+def test_sources_the_host_layout_cannot_carry_keep_the_split_layout(kernels, binding, why):
+    assert cuda_build.host_binding(kernels, binding) is None, why
+    assert cuda_build.layouts(kernels, binding)[0] != "host", why
+
+
+@needs_nvcc
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/lib64/libcudart.so") or cuda_build.tool("g++") is None,
+                    reason="needs CUDA's runtime library and g++")
+def test_a_host_layout_binding_compiled_by_gcc_links_to_the_kernel_nvcc_compiled(tmp_path):
+    """Without torch or a GPU: the rewritten binding, compiled by g++ alone, links against the kernel's host symbol
+    in nvcc's object (nvcc gives every non-static kernel an ordinary external function of its name and parameters,
+    the one cudaLaunchKernel identifies it by), and the launch reaches the runtime (no GPU here: it reports one)."""
+    sub = _submission("block_sum/right_atomic_per_block.py")
+    kernels = sub.KERNELS.replace("tree_sum(const float* x", "__launch_bounds__(256) tree_sum(const float* __restrict__ x")
+    binding = ('extern "C" int run(const float* x, long long n, float* out) {\n'
+               '    tree_sum<<<dim3((n + 255) / 256), 256, 0, 0>>>(x, n, out);\n'
+               '    return (int)cudaGetLastError();\n}\n')
+    (tmp_path / "cuda.cu").write_text(cuda_build.kernels_source(kernels, "cuda.cu"))
+    (tmp_path / "main.cpp").write_text(cuda_build.host_binding(kernels, binding) +
+                                       "\nint main() { return run(nullptr, 10, nullptr) != 0 ? 0 : 1; }\n")
+    steps = [[cuda_build.nvcc_path(), "-c", "-arch=sm_90", "-Xcompiler", "-fPIC", "cuda.cu", "-o", "cuda.o"],
+             ["g++", "-c", "-fPIC", "-I/usr/local/cuda/include", "main.cpp", "-o", "main.o"],
+             ["g++", "main.o", "cuda.o", "-L/usr/local/cuda/lib64", "-lcudart", "-o", "t"]]
+    for cmd in steps:
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64", CUDA_VISIBLE_DEVICES="")
+    assert subprocess.run([str(tmp_path / "t")], env=env, timeout=60).returncode == 0  # the runtime was reached
