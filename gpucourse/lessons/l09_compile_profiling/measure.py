@@ -104,12 +104,13 @@ def generated(fn, *args, **compile_kwargs) -> dict:
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
+    compiled = torch.compile(fn, **compile_kwargs)
     t0 = time.perf_counter()
-    out, codes = run_and_get_code(torch.compile(fn, **compile_kwargs), *args)
+    out, codes = run_and_get_code(compiled, *args)
     seconds = time.perf_counter() - t0
     code = "\n".join(codes)
     return {"code": code, "kernels": _KERNEL_DEF.findall(code), "extern": sorted(set(_EXTERN.findall(code))),
-            "seconds": seconds, "out": out}
+            "seconds": seconds, "out": out, "fn": compiled}
 
 
 def kernel_source(code: str, name: str, max_lines: int = 40) -> str:
@@ -310,10 +311,19 @@ def _tree(node) -> dict:
     return out
 
 
+def inclusive_ms(node: dict) -> float:
+    """A node's time with its children's: proton records kernel time at the kernels (the leaves); a scope's own
+    entry may hold none."""
+    return max(node["time_ms"], sum(inclusive_ms(c) for c in node["children"].values()))
+
+
 def print_tree(tree: dict, depth: int = 0, total: float | None = None) -> None:
-    total = total or sum(v["time_ms"] for v in tree.values()) or 1.0
-    for name, v in sorted(tree.items(), key=lambda kv: -kv[1]["time_ms"]):
-        print(f"{'  ' * depth}{v['time_ms']:9.3f} ms {100 * v['time_ms'] / total:5.1f}%  {v['calls']:>4}x  {name[:70]}")
+    """One line per node, children indented under their scope: time (with children), share of the whole, calls."""
+    total = total or sum(inclusive_ms(v) for v in tree.values()) or 1.0
+    for name, v in sorted(tree.items(), key=lambda kv: -inclusive_ms(kv[1])):
+        ms = inclusive_ms(v)
+        calls = f"{v['calls']:>4}x" if v["calls"] else "     "
+        print(f"{'  ' * depth}{ms:9.3f} ms {100 * ms / total:5.1f}%  {calls}  {name[:70]}")
         print_tree(v["children"], depth + 1, total)
 
 
@@ -420,12 +430,8 @@ RMS_SHAPES = ((8192, 8192), (65536, 1024))
 def rmsnorm_point(rows: int, cols: int, rounds: int = 3) -> dict:
     x, r = (torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
-    torch._dynamo.reset()
-    tuned = torch.compile(kernels.rmsnorm_residual_torch, mode="max-autotune")
-    t0 = time.perf_counter()
-    tuned(x, r, w, 1e-6)
-    torch.cuda.synchronize()
-    compile_s = time.perf_counter() - t0
+    g = generated(kernels.rmsnorm_residual_torch, x, r, w, 1e-6, mode="max-autotune")
+    tuned, compile_s = g["fn"], g["seconds"]
     nbytes = kernels.moved_bytes(x, r, w)
     res = timing.interleaved({"reference (Triton)": lambda: kernels.fused_rmsnorm_residual(x, r, w, 1e-6),
                               "torch.compile max-autotune": lambda: tuned(x, r, w, 1e-6),
@@ -433,7 +439,8 @@ def rmsnorm_point(rows: int, cols: int, rounds: int = 3) -> dict:
                              rounds=rounds, bytes=nbytes, flush_l2="read")
     copy = timing.copy_gbps(nbytes // 2, flush_l2="read")
     return {"ms": {k: v.median_ms for k, v in res.items()}, "gbps": {k: v.typical.gbps for k, v in res.items()},
-            "copy_gbps": copy, "compile_s": compile_s, "bytes": nbytes}
+            "copy_gbps": copy, "compile_s": compile_s, "bytes": nbytes,
+            "compiled_kernels": [name for name, _ in g["kernels"]], "compiled_extern": g["extern"]}
 
 
 @contextlib.contextmanager
