@@ -215,8 +215,8 @@ def _state_bytes(model, opt) -> dict:
 
 def task_fsdp(rank, world, dev, backend, args) -> dict:
     """DDP against FSDP2, per rank: bytes of parameters, gradients and AdamW state held, and on a GPU the peak of a
-    step and its time; without checkpointing and with every block checkpointed (then the states, which FSDP2
-    shards, dominate the peak)."""
+    step and its time; twice: the lesson's batch without checkpointing ("none"), and every block checkpointed with a
+    quarter of the batch per rank ("block": then the states, which FSDP2 shards, dominate the peak)."""
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -224,6 +224,9 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
     reps = 10 if backend == "nccl" else 3
     for ckpt in ("none", "block"):
         cfg = dict(_cfg(backend, args.precision), checkpoint=ckpt)
+        if ckpt == "block":
+            cfg["batch"] = max(1, cfg["batch"] // 4)
+        out[f"{ckpt}_config"] = cfg
         out[ckpt] = {}
         for kind in ("ddp", "fsdp2"):
             model, _, x, y = M.make(cfg, dev, seed=rank)

@@ -21,7 +21,8 @@ def chunk_bounds(n: int, world: int) -> list:
 
 
 def ring_all_reduce(tensor: torch.Tensor, group=None) -> None:
-    """Sum ``tensor`` over the ranks of ``group`` in place, with dist.isend/dist.recv only. Any size, any N."""
+    """Sum ``tensor`` over the ranks of ``group`` in place, with point-to-point sends and receives only. Any size,
+    any N."""
     group = group if group is not None else dist.group.WORLD
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     if world == 1:
@@ -34,12 +35,15 @@ def ring_all_reduce(tensor: torch.Tensor, group=None) -> None:
     scratch = torch.empty(max(c.numel() for c in chunks), dtype=flat.dtype, device=flat.device)
 
     def exchange(send_i: int, recv_into: torch.Tensor) -> None:
-        # The send is posted first and not waited for: every rank sends and receives at once, so no rank blocks
-        # in a send that its neighbour has not yet posted the matching receive for.
-        req = dist.isend(chunks[send_i], right, group=group) if chunks[send_i].numel() else None
+        # The send and the receive are posted together and waited for together: every rank sends and receives at
+        # once, so none blocks in a send whose receiver is itself blocked in a send. (With NCCL, a send and a receive
+        # issued one after the other run in order on one stream; batch_isend_irecv runs them as one group.)
+        ops = []
+        if chunks[send_i].numel():
+            ops.append(dist.P2POp(dist.isend, chunks[send_i], right, group))
         if recv_into.numel():
-            dist.recv(recv_into, left, group=group)
-        if req is not None:
+            ops.append(dist.P2POp(dist.irecv, recv_into, left, group))
+        for req in dist.batch_isend_irecv(ops) if ops else ():
             req.wait()
 
     for step in range(world - 1):  # reduce-scatter

@@ -33,20 +33,23 @@ from .. import ring
 STATEMENT = """\
 Write `ring_all_reduce(tensor, group)`: when every rank of the process group `group` calls it on its own tensor
 (same shape and dtype on every rank), each tensor holds, in place, the element-wise sum over all ranks. Use only
-`dist.send`/`dist.recv` or their async forms `dist.isend`/`dist.irecv` (pass `group=group`; peers are global ranks,
-`dist.get_process_group_ranks(group)` lists them); calling any collective (`dist.all_reduce`, `reduce_scatter`,
-`all_gather`, `broadcast`, `reduce`, their `_tensor`/`_coalesced` forms, or the group's own methods) fails the check.
+`dist.send`/`dist.recv`, their async forms `dist.isend`/`dist.irecv`, or `dist.batch_isend_irecv` (pass
+`group=group`; peers are global ranks, `dist.get_process_group_ranks(group)` lists them); calling any collective
+(`dist.all_reduce`, `reduce_scatter`, `all_gather`, `broadcast`, `reduce`, their `_tensor`/`_coalesced` forms, or
+the group's own methods) fails the check.
 Build the ring: split the flattened tensor into N chunks (N = `dist.get_world_size(group)`; N need not divide the
 size, and the size may be smaller than N), then N - 1 reduce-scatter steps (send one chunk to the right neighbour, add
 the chunk received from the left one) and N - 1 all-gather steps (pass the finished chunks around). Each rank then
 sends about 2 (N - 1) / N of the tensor; the check fails a function that sends much more than a ring does.
 The check runs your function in 2, 3 and 4 processes (gloo, on the CPU) with a deadline: if every rank first waits in
-a blocking `recv` (or in a `send` its neighbour is not yet receiving), they wait for each other forever.
+a blocking `recv` (or in a `send` its neighbour is not yet receiving), they wait for each other forever. (On NCCL,
+post each step's send and receive together with `dist.batch_isend_irecv`: one after the other they queue in order.)
 """
 
 DEADLINE_S = 10.0
 COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "reduce", "broadcast", "reduce_scatter", "reduce_scatter_tensor",
-               "_reduce_scatter_base", "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_coalesced",
+               "_reduce_scatter_base", "all_gather", "all_gather_into_tensor", "_all_gather_base",
+               "all_gather_coalesced",
                "all_gather_object", "all_to_all", "all_to_all_single", "broadcast_object_list", "scatter", "gather",
                "gather_object", "scatter_object_list", "all_reduce_tensor", "all_gather_tensor",
                "reduce_scatter_tensor_coalesced", "all_gather_into_tensor_coalesced", "barrier")
