@@ -456,17 +456,25 @@ def is_not_implemented(exc: BaseException) -> bool:
 # Speed (GPU only), reported apart from correctness.
 
 
-def prepare_perf(ex, fn=None) -> dict | None:
-    """The timed step's inputs, drawn and moved to the GPU, and ``fn`` called once on them (its compiles and first-call
-    allocations happen here); None in CPU mode or without a target. The grader asks for this under the GPU's *shared*
-    lock and for :func:`measure_perf` under the exclusive one, so drawing a large input on the CPU (2^28 floats take
-    seconds) or building a kernel does not stop every other job's cases."""
+def draw_perf(ex) -> list | None:
+    """The timed step's inputs, drawn on the CPU (2^28 floats take seconds there); None in CPU mode or without a
+    target. The grader asks for this holding no GPU lock: it touches no GPU."""
     if ex.perf is None or not _device.on_gpu():
         return None
     gen = torch.Generator().manual_seed(new_seed())
+    return list(ex.make_inputs(ex.perf.params, gen))
+
+
+def prepare_perf(ex, fn=None, drawn: list | None = None) -> dict | None:
+    """The timed step's inputs (``drawn`` by :func:`draw_perf`, or drawn now) moved to the GPU, and ``fn`` called once
+    on them (its compiles and first-call allocations happen here); None in CPU mode or without a target. The grader
+    asks for this under the GPU's *shared* lock and for :func:`measure_perf` under the exclusive one, so none of this
+    stops every other job's cases while a timing waits."""
+    if ex.perf is None or not _device.on_gpu():
+        return None
     dev = _device.torch_device()
     args = [a.to(dev) if isinstance(a, torch.Tensor) else _value_to(a, dev)
-            for a in ex.make_inputs(ex.perf.params, gen)]
+            for a in (drawn if drawn is not None else draw_perf(ex))]
     nbytes = ex.perf.bytes(*args) if ex.perf.bytes else None
     nflops, dtype = None, None
     if ex.perf.flops:  # declared flops are held to the tensor-core peak of the inputs' dtype (above it: suspicious)

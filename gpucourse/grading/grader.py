@@ -594,9 +594,14 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
                           f"{first['name']}: {what}")
     if result.status == "passed" and ex.perf is not None and _device.on_gpu():
-        with gpu_held():  # inputs drawn and the first call made beside other jobs' cases; only the timing is alone
-            protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
-            prep_error = expect("perf_prepared").get("error")
+        # Inputs drawn on the CPU holding no lock, moved and the first call made beside other jobs' cases: only
+        # the timing holds the GPU alone (a timing waiting for it holds every other job's next case back).
+        protocol.send(to_w, {"type": "perf_draw", "nonce": nonce}, deadline)
+        prep_error = expect("perf_drawn").get("error")
+        if not prep_error:
+            with gpu_held():
+                protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
+                prep_error = expect("perf_prepared").get("error")
         if prep_error:
             perf = {"error": str(prep_error)}
         else:

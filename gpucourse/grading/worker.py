@@ -159,7 +159,8 @@ def main(argv=None) -> int:
     nonce = hello["nonce"]
     ex = get(hello["exercise"])
     run_case, learner_tb = checker.run_case, checker.learner_traceback
-    prepare_perf, measure_perf, prepared = checker.prepare_perf, checker.measure_perf, None
+    draw_perf, prepare_perf, measure_perf = checker.draw_perf, checker.prepare_perf, checker.measure_perf
+    drawn = prepared = None
     judge, judge_case = ex.judge, checker.judge_case
     to_device, dev = checker.to_device, gpucourse.torch_device()
     if ex.kind == "triton":
@@ -263,9 +264,17 @@ def main(argv=None) -> int:
             problems = [p[:2000] if isinstance(p, str) else p for p in problems[:50]] \
                 if isinstance(problems, list) else problems  # what the grader shows; the channel caps a message
             reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10])
-        elif msg.get("type") == "perf_prepare":  # under the GPU's shared lock: inputs drawn, fn called once
+        elif msg.get("type") == "perf_draw":  # no GPU lock held: CPU work only
             try:
-                prepared = prepare_perf(ex, fn)
+                drawn = draw_perf(ex)
+                reply("perf_drawn", error=None)
+            except BaseException as exc:  # noqa: BLE001
+                drawn = None
+                reply("perf_drawn", error=checker.exception_line(learner_tb(exc), type(exc).__name__))
+        elif msg.get("type") == "perf_prepare":  # under the GPU's shared lock: inputs moved, fn called once
+            try:
+                prepared = prepare_perf(ex, fn, drawn)
+                drawn = None
                 reply("perf_prepared", error=None)
             except BaseException as exc:  # noqa: BLE001
                 prepared = None
