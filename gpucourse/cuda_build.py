@@ -355,7 +355,8 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
     if args_key in _by_args:
         return _by_args[args_key]
     if not device.on_gpu() and os.environ.get(PREBUILD_ENV) == "1" and os.environ.get(ARCH_ENV):
-        prebuild(name, kernels, binding, cpp, functions, flags)
+        prebuild(name, kernels, binding, cpp, functions, flags)  # the GPU worker reports; no nvcc check here
+        raise NeedsGPU(f"{name}: compiled for {device_arch()} for the grader's GPU worker", None)
     if not device.on_gpu():
         report = compile_check(kernels, flags=flags)
         raise NeedsGPU(f"{name}: the CUDA kernels compile ({', '.join(report.kernels) or 'no kernels'}); "
