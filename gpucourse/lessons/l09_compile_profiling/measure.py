@@ -430,17 +430,43 @@ RMS_SHAPES = ((8192, 8192), (65536, 1024))
 def rmsnorm_point(rows: int, cols: int, rounds: int = 3) -> dict:
     x, r = (torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+    # max-autotune also replays a CUDA graph, which reads its inputs from fixed buffers: a call with new tensors
+    # (as a benchmark's, or a model's first layer, makes) copies them in first. Without the graph, the same search.
+    g_nocg = generated(kernels.rmsnorm_residual_torch, x, r, w, 1e-6, mode="max-autotune-no-cudagraphs")
+    nocg = g_nocg["fn"]
     g = generated(kernels.rmsnorm_residual_torch, x, r, w, 1e-6, mode="max-autotune")
     tuned, compile_s = g["fn"], g["seconds"]
     nbytes = kernels.moved_bytes(x, r, w)
     res = timing.interleaved({"reference (Triton)": lambda: kernels.fused_rmsnorm_residual(x, r, w, 1e-6),
                               "torch.compile max-autotune": lambda: tuned(x, r, w, 1e-6),
+                              "torch.compile max-autotune-no-cudagraphs": lambda: nocg(x, r, w, 1e-6),
                               "torch eager": lambda: kernels.rmsnorm_residual_torch(x, r, w, 1e-6)},
                              rounds=rounds, bytes=nbytes, flush_l2="read")
     copy = timing.copy_gbps(nbytes // 2, flush_l2="read")
     return {"ms": {k: v.median_ms for k, v in res.items()}, "gbps": {k: v.typical.gbps for k, v in res.items()},
             "copy_gbps": copy, "compile_s": compile_s, "bytes": nbytes,
-            "compiled_kernels": [name for name, _ in g["kernels"]], "compiled_extern": g["extern"]}
+            "compiled_kernels": [name for name, _ in g["kernels"]], "compiled_extern": g["extern"],
+            "compiled_kernels_no_cudagraphs": [name for name, _ in g_nocg["kernels"]],
+            "kernel_launches_per_call": {"torch.compile max-autotune": measure_launches(tuned, x, r, w),
+                                         "torch.compile max-autotune-no-cudagraphs": measure_launches(nocg, x, r, w)}}
+
+
+def measure_launches(fn, *args) -> dict:
+    """What one call of ``fn`` runs on the GPU, from the profiler: kernel names and memcpy counts (a CUDA graph's
+    input copies show as copies before the replay)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(*args, 1e-6)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args, 1e-6)
+        torch.cuda.synchronize()
+    names: dict = {}
+    for e in prof.events():
+        if e.device_type is not None and str(e.device_type).endswith("CUDA"):
+            key = e.name[:60]
+            names[key] = names.get(key, 0) + 1
+    return names
 
 
 @contextlib.contextmanager
