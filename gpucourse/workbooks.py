@@ -4,7 +4,8 @@ In a solution notebook, the lines between ``### BEGIN SOLUTION`` and ``### END S
 exercise notebook is the same notebook with each such region replaced by a stub, at the region's indentation:
 ``# YOUR CODE HERE`` plus ``raise NotImplementedError`` inside a function (so ``check`` reports "not implemented yet"),
 ``# YOUR CODE HERE`` alone at top level (so the notebook still runs top to bottom). Outputs and execution counts are
-removed. ``python -m gpucourse.workbooks`` regenerates every exercise; ``--check`` only reports what is out of sync
+removed, and the Colab badge and install cell are (re)written for the exercise's own path (:mod:`gpucourse.colab`).
+``python -m gpucourse.workbooks`` regenerates every exercise; ``--check`` only reports what is out of sync
 or leaks solution code, and exits 1 if anything is.
 
 Markdown cells have regions too, as HTML comments (invisible where the notebook is rendered): lines between
@@ -142,8 +143,12 @@ def pairs(root: str = ROOT) -> list:
 def render(solution_path: str) -> str:
     import nbformat
 
+    from . import colab
+
     nb = nbformat.read(solution_path, as_version=4)
-    return nbformat.writes(make_exercise(nb, os.path.basename(solution_path))) + "\n"
+    ex = make_exercise(nb, os.path.basename(solution_path))
+    colab.apply(ex, "exercises/" + os.path.basename(solution_path), as_lines=False)  # the badge opens the exercise
+    return nbformat.writes(ex) + "\n"
 
 
 def leaks(solution_path: str, exercise_text: str) -> list:

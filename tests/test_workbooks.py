@@ -9,7 +9,7 @@ import sys
 import nbformat
 import pytest
 
-from gpucourse import workbooks
+from gpucourse import colab, workbooks
 
 PAIRS = workbooks.pairs()
 IDS = [os.path.basename(s) for s, _ in PAIRS]
@@ -71,9 +71,11 @@ def test_exercises_have_no_outputs(sol, ex):
 
 
 @pytest.mark.parametrize("sol,ex", PAIRS, ids=IDS)
-def test_first_code_cell_sets_up_gpucourse(sol, ex):
+def test_first_code_cells_install_then_set_up_gpucourse(sol, ex):
+    """The Colab install cell (tests/test_colab.py checks its text), then ``import gpucourse`` and setup()."""
     for path in (sol, ex):
-        first = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        install, first = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"][:2]
+        assert install.get("id") == "colab-install", path
         lines = [ln for ln in first.source.splitlines() if ln.strip()]
         assert lines[:2] == ["import gpucourse", "gpucourse.setup()"], path
 
@@ -121,7 +123,8 @@ def test_markdown_regions_split_the_solved_text_from_the_exercises(tmp_path):
         "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n")]), sol)
     text = workbooks.render(str(sol))
     shown = nbformat.reads(text, as_version=4).cells[0].source
-    assert shown == "# 09 · Something — workbook\nFill in each function.\nThe end."
+    assert shown == ("# 09 · Something — workbook\n\n" + colab.badge("exercises/09_x.ipynb") +
+                     "\n\nFill in each function.\nThe end.")
     assert workbooks.says_solved(text) == []
     # Without the regions the exercise would say it is solved, and the check says which line.
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("This is the solved workbook.")]),
