@@ -1,8 +1,10 @@
-"""``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--timeout S] [--jobs N]``.
+"""``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--gradebook PATH]
+[--leaderboard PATH] [--timeout S] [--jobs N]``.
 
 A SUBMISSION may be a folder: every .py and .ipynb file in it and its subfolders (sorted; expected.py, __pycache__
-and hidden files and folders skipped). A line per submission goes to stderr as each finishes; the report, one line
-per submission in the order given, goes to stdout at the end."""
+and hidden files and folders skipped), or an nbgrader course directory (``submitted/<student>/<assignment>/...``,
+see gradebook.py). Progress goes to stderr as each submission finishes; the report, one line per submission in the
+order given, goes to stdout at the end."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +12,7 @@ import os
 import sys
 import textwrap
 
-from . import grader, sandbox
+from . import gradebook, grader, leaderboard, sandbox
 
 EPILOG = """\
 statuses:
@@ -33,6 +35,12 @@ system and course package, only its own submission and a private /tmp visible); 
 only, which stderr and the report ("isolation" in the JSON and CSV) say. `gpucourse doctor` shows the level.
 timing (GPU): correctness cases of --jobs N run in parallel; the timed step holds its GPU alone (the report's
 "timing" says so).
+layouts: a folder of files (the student is the file's name, or its subfolder's), or an nbgrader course directory
+(COURSE/submitted/<student>/<assignment>/<notebook>.ipynb; the assignment is --assignment, else the exercise's
+workbook, else the only one). A student with no notebook or several gets no grade and a message saying why.
+gradebook (--gradebook grades.csv): one row per student (student, points, max_points, status, message, ...), the
+environment once in grades.env.json beside it. leaderboard (--leaderboard board.md or board.html, may be given
+twice): the passing submissions ranked by their measured speed (GPU; ties within the noise shown as =N).
 """
 
 
@@ -55,9 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("submissions", nargs="+", metavar="SUBMISSION",
                     help=".py file or .ipynb notebook defining the exercise's function at top level, or a folder: "
                          "every .py and .ipynb in it and its subfolders, sorted (expected.py, __pycache__ and "
-                         "hidden files skipped)")
+                         "hidden files skipped), or an nbgrader course directory (or its submitted/ folder)")
     ap.add_argument("--json", metavar="PATH", help="write the full report as JSON")
     ap.add_argument("--csv", metavar="PATH", help="write one row per submission as CSV")
+    ap.add_argument("--gradebook", metavar="PATH", help="write one row per student as CSV (points an LMS imports), "
+                                                         "and the batch's environment in PATH's .env.json")
+    ap.add_argument("--points", type=float, default=gradebook.DEFAULT_POINTS, metavar="P",
+                    help=f"the gradebook's max points per student (default {gradebook.DEFAULT_POINTS:g})")
+    ap.add_argument("--assignment", metavar="NAME", help="nbgrader: the assignment folder to grade (default: the "
+                                                         "exercise's workbook, or the only one)")
+    ap.add_argument("--leaderboard", metavar="PATH", action="append", default=[],
+                    help="write a leaderboard page (.md Markdown, .html HTML); may be given twice")
     ap.add_argument("--timeout", type=float, default=grader.DEFAULT_TIMEOUT, metavar="SECONDS",
                     help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g})")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -103,19 +119,36 @@ def main(argv=None) -> int:
         hint = (f" (its CUDA kernels cannot run here; in a notebook, gpucourse.check({ex.id!r}, fn) compile-checks "
                 f"them with nvcc)") if ex.kind == "cuda" else ""
         return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode{hint}")
-    paths = []
+    entries, notes, nbgrader_seen = [], [], False
     for path in args.submissions:
         if not os.path.exists(path):
-            return _usage_error(f"no such submission: {path}")
-        if os.path.isdir(path):
-            found = folder_submissions(path)
-            if not found:
-                return _usage_error(f"{path}: a folder with no .py or .ipynb submissions in it")
-            paths += found
-            continue
-        if not path.endswith((".py", ".ipynb")):
-            return _usage_error(f"{path}: a submission must be a .py file or an .ipynb notebook")
-        paths.append(path)
+            return _usage_error(f"no such submission: {gradebook.printable(path)}")
+        try:
+            if os.path.isdir(path) and gradebook.nbgrader_root(path):
+                nbgrader_seen = True
+                found = gradebook.collect_nbgrader(gradebook.nbgrader_root(path), ex.id, args.assignment)
+            elif os.path.isdir(path):
+                found = gradebook.collect_folder(path)
+            elif not path.endswith((".py", ".ipynb")):
+                return _usage_error(f"{gradebook.printable(path)}: a submission must be a .py file or an .ipynb "
+                                    f"notebook")
+            else:
+                found = gradebook.collect_files([path])
+        except gradebook.LayoutError as exc:
+            return _usage_error(str(exc))
+        entries += found
+    if args.assignment and not nbgrader_seen:
+        return _usage_error("--assignment names an nbgrader assignment folder, and no SUBMISSION is an nbgrader "
+                            "course directory (one with submitted/<student>/<assignment>/)")
+    paths = gradebook.to_grade(entries)
+    for e in entries:
+        notes += e.notes
+        if e.path is None:
+            notes.append(f"{gradebook.printable(e.student)}: {e.problem}")
+    for note in notes:
+        print(f"gpucourse grade: note: {note}", file=sys.stderr)
+    if not paths:
+        return _usage_error("nothing to grade: no student has a .py or .ipynb submission (see the notes above)")
     if args.timeout <= 0 or args.jobs < 1:
         return _usage_error("--timeout must be > 0 and --jobs >= 1")
     try:
@@ -127,10 +160,18 @@ def main(argv=None) -> int:
         grader.write_json(report, args.json)
     if args.csv:
         grader.write_csv(report, args.csv)
-    width = max(len(r["submission"]) for r in report["results"])
+    if args.gradebook:
+        env_path = gradebook.write(entries, report, args.gradebook, args.points)
+        print(f"gpucourse grade: gradebook {args.gradebook} ({len(entries)} students), environment {env_path}",
+              file=sys.stderr)
+    for page in args.leaderboard:
+        leaderboard.write(report, page, gradebook.names(entries))
+        print(f"gpucourse grade: leaderboard {page}", file=sys.stderr)
+    p = gradebook.printable  # a path or a message may hold control characters: shown, never sent to the terminal
+    width = max(len(p(r["submission"])) for r in report["results"])
     for r in report["results"]:
-        flags = f"  [flags: {'; '.join(r['flags'])}]" if r["flags"] else ""
-        print(f"{r['submission']:<{width}}  {r['status']:<8} {r['score']:.2f}  {r['message']}{flags}")
+        flags = f"  [flags: {p('; '.join(r['flags']))}]" if r["flags"] else ""
+        print(f"{p(r['submission']):<{width}}  {r['status']:<8} {r['score']:.2f}  {p(r['message'])}{flags}")
     print(f"({report['environment']['fingerprint']}; isolation: {report['isolation']['level']})")
     internal = any("internal grader error" in r["flags"] for r in report["results"])
     return 1 if internal else 0

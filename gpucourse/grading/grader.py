@@ -145,11 +145,15 @@ class Result:
     flags: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     timing: str = ""  # how its speed was timed: "alone on GPU 0", "not timed (CPU mode)"...
+    perf: dict | None = None  # the timed step's numbers (GPU, passed, a speed target): see _perf_fields
 
     def to_dict(self) -> dict:
-        return {"submission": self.submission, "status": self.status, "score": float(self.score),
-                "message": self.message, "checks": self.checks, "flags": self.flags, "seconds": self.seconds,
-                "timing": self.timing}
+        d = {"submission": self.submission, "status": self.status, "score": float(self.score),
+             "message": self.message, "checks": self.checks, "flags": self.flags, "seconds": self.seconds,
+             "timing": self.timing}
+        if self.perf is not None:  # only where a speed was measured: the leaderboard reads it
+            d["perf"] = self.perf
+        return d
 
 
 class _Capped:
@@ -617,6 +621,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         if "error" in perf:
             result.flags.append(f"speed could not be measured: {str(perf['error'])[:200]}")
         elif perf:
+            result.perf = _perf_fields(perf, ex.perf.baseline)
             result.message += f"; speed (self-reported by the worker): {str(perf.get('text'))[:300]}"
             if perf.get("suspicious"):
                 result.flags.append("speed above the device's physical limit: " + "; ".join(
@@ -625,6 +630,27 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                 result.flags.append(f"below the speed target: {str(perf.get('text'))[:200]}")
     protocol.send(to_w, {"type": "bye", "nonce": nonce}, deadline)
     expect("done")
+
+
+PERF_NUMBERS = ("ratio", "target", "ms", "q25_ms", "q75_ms", "pct_of_peak")
+
+
+def _perf_fields(perf: dict, baseline: str) -> dict:
+    """The worker's timing as plain values for the report and the leaderboard: the numbers of PERF_NUMBERS it sent
+    (finite floats; others left out: a worker may send anything), ``met`` and ``suspicious`` as booleans, the text
+    capped, and ``baseline`` from the exercise here ("copy": a torch copy of the same bytes; else the reference)."""
+    out = {"baseline": "a torch copy" if baseline == "copy" else "the reference"}
+    for key in PERF_NUMBERS:
+        try:
+            x = float(perf.get(key))
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if x == x and abs(x) != float("inf"):
+            out[key] = x
+    out["met"] = perf.get("met") is True
+    out["suspicious"] = perf.get("suspicious") is True
+    out["text"] = str(perf.get("text"))[:300]
+    return out
 
 
 def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: tuple = ()) -> None:
@@ -677,29 +703,51 @@ def _gpu_slots(jobs: int) -> list:
 
 
 class _Progress:
-    """One line per submission, on stderr, as each finishes (the text report on stdout stays parseable):
-    ``[3/12] alice.py  passed    1.00  (4.2 s)``, with the start of the message when it did not pass. Where stderr is
-    a terminal, a "grading N submissions..." line is shown (overwritten with \\r) until the first one finishes."""
+    """Progress on stderr as submissions finish (the text report on stdout stays parseable).
+
+    In a log (stderr not a terminal): one line per submission, ``[3/12] alice.py  passed    1.00  (4.2 s)``, with
+    the start of the message when it did not pass. On a terminal: the same lines, and under them a bar redrawn in
+    place (``[#####.......] 3/12 done, 32 s, about 1 min left``), cleared when the batch ends. Paths are shown with
+    control characters escaped (a file name could carry a terminal escape sequence)."""
+
+    WIDTH = 30
 
     def __init__(self, total: int, enabled: bool, stream=None):
         self.total, self.done, self.enabled, self.lock = total, 0, enabled, threading.Lock()
         self.stream = stream if stream is not None else sys.stderr
         self.tty = enabled and _isatty(self.stream)
+        self.t0 = time.monotonic()
         if self.tty and total:
-            self.stream.write(f"grading {total} submission{'s' if total != 1 else ''}...")
+            self.stream.write(self.bar())
             self.stream.flush()
 
+    def bar(self) -> str:
+        filled = self.WIDTH * self.done // max(1, self.total)
+        elapsed = time.monotonic() - self.t0
+        text = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} done, {elapsed:.0f} s"
+        if 0 < self.done < self.total:
+            left = elapsed / self.done * (self.total - self.done)
+            text += f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+        elif self.done == 0:
+            text = f"grading {self.total} submission{'s' if self.total != 1 else ''}... " + text
+        return text
+
     def update(self, r: Result) -> None:
+        from .gradebook import printable
+
         with self.lock:
             self.done += 1
             if not self.enabled:
                 return
             why = ""
             if r.status != "passed":
-                why = "  " + (r.message if len(r.message) <= 120 else r.message[:117] + "...")
-            line = (f"[{self.done:>{len(str(self.total))}}/{self.total}] {r.submission}  {r.status:<8} "
+                why = "  " + printable(r.message if len(r.message) <= 120 else r.message[:117] + "...")
+            line = (f"[{self.done:>{len(str(self.total))}}/{self.total}] {printable(r.submission)}  {r.status:<8} "
                     f"{r.score:.2f}  ({r.seconds:.1f} s){why}")
-            self.stream.write(("\r\033[K" if self.tty and self.done == 1 else "") + line + "\n")
+            if self.tty:  # the line replaces the bar, and the bar is drawn again under it until the last one
+                self.stream.write("\r\033[K" + line + "\n" + (self.bar() if self.done < self.total else ""))
+            else:
+                self.stream.write(line + "\n")
             self.stream.flush()
 
 
