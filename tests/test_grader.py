@@ -448,3 +448,35 @@ def test_timing_is_said_for_every_result_in_cpu_mode(graded):
     _, report, _, _ = graded
     if report["environment"]["mode"] == "cpu":
         assert {r["timing"] for r in report["results"]} == {"not timed (CPU mode)"}
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_on_a_terminal_is_a_bar_under_the_lines():
+    """On a terminal: a bar from the start ("grading 3 submissions... [....] 0/3"), each finished submission's line
+    written over the bar and the bar drawn again under it with the time left, cleared after the last; in a log, the
+    lines alone. Paths are shown with control characters escaped."""
+    term = _Terminal()
+    bar = grader._Progress(3, True, term)
+    assert term.getvalue().startswith("grading 3 submissions... [" + "." * grader._Progress.WIDTH + "] 0/3 done")
+    for i, status in enumerate(["passed", "crashed", "passed"]):
+        bar.update(grader.Result(submission=f"s{i}\x1b[2J.py", status=status, score=1.0 if status == "passed"
+                                 else 0.0, message="the process died: killed by SIGABRT after case 'n=1' failed: x",
+                                 seconds=1.0))
+    out = term.getvalue()
+    assert out.count("\r\x1b[K") == 3 and "\x1b[2J" not in out and "s0\\x1b[2J.py" in out
+    assert re.search(r"\r\x1b\[K\[1/3\] s0\\x1b\[2J\.py  passed   1\.00  \(1\.0 s\)\n\[#{10}\.{20}\] 1/3 done, \d+ s, "
+                     r"about \d+ s left\r", out), repr(out)
+    assert "[2/3] s1\\x1b[2J.py  crashed  0.00  (1.0 s)  the process died: killed by SIGABRT after case 'n=1'" in out
+    assert out.endswith("[3/3] s2\\x1b[2J.py  passed   1.00  (1.0 s)\n")  # no bar left behind
+    log = io.StringIO()
+    plain = grader._Progress(2, True, log)
+    plain.update(grader.Result(submission="a.py", status="passed", score=1.0, message="ok", seconds=2.0))
+    assert log.getvalue() == "[1/2] a.py  passed   1.00  (2.0 s)\n"
+    quiet = io.StringIO()
+    grader._Progress(2, False, quiet).update(grader.Result(submission="a.py", status="passed", score=1.0,
+                                                           message="ok"))
+    assert quiet.getvalue() == ""
