@@ -168,8 +168,10 @@ def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
 
     t0 = step("notebooks")
     ok, written, timings = True, [], {}
-    for p in notebook_paths([pattern]):
+    paths = notebook_paths([pattern])
+    for k, p in enumerate(paths, 1):
         rel = os.path.relpath(p, ROOT)
+        print(f"  [{k}/{len(paths)}] {rel} ... ({time.perf_counter() - t0:.0f} s so far)", flush=True)
         nb = nbformat.read(p, as_version=4)
         client = notebook_client(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": ROOT}})
         t = time.perf_counter()
@@ -206,9 +208,10 @@ def run_grader(tag: str, exercise: str) -> tuple:
     t0 = step(f"grader: tests/submissions/{exercise}")
     path = RESULTS / f"{tag}-grade-{exercise}.json"
     folder = f"tests/submissions/{exercise}"  # relative: no machine paths; grade expands it (expected.py skipped)
+    # stderr (a line per submission as it finishes) goes to the log as it comes; the report (stdout) at the end
     out = subprocess.run([sys.executable, "-m", "gpucourse.cli", "grade", exercise, folder, "--jobs", "4",
-                          "--timeout", "90", "--json", str(path)], cwd=ROOT, capture_output=True, text=True)
-    print(out.stdout[-6000:] + out.stderr[-2000:])
+                          "--timeout", "90", "--json", str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    print(out.stdout[-6000:])
     print(f"[{time.perf_counter() - t0:.0f} s] -> {path.relative_to(ROOT)}")
     return out.returncode == 0, [path] if path.exists() else []
 
