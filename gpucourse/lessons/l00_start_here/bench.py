@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import statistics
 
+from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
 from gpucourse.timing import Rounds, bench, settle
 
@@ -30,6 +31,12 @@ def _agreement(fn, label: str, rep_ms: float = 100, **decl) -> dict:
             "pct_of_peak_flops": best.pct_of_peak_flops, "warnings": best.warnings}
 
 
+def matmul_dtype(props=None, say: bool = True) -> dtypes.Choice:
+    """The dtype of the foundation matmul: bfloat16, or float16 on a GPU without bf16 tensor cores (a T4, sm_75), with
+    the sentence that says so (``dtypes.for_device``). Result keys and target names carry it (``matmul_bf16``)."""
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
 @register("timing_agreement")
 def timing_agreement() -> dict:
     import torch
@@ -40,16 +47,17 @@ def timing_agreement() -> dict:
     copy = _agreement(lambda: y.copy_(x), "copy 1 GiB", bytes=2 * n * 4)
     del x, y
     m = 8192
-    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    mm = _agreement(lambda: torch.matmul(a, b), "matmul bf16 8192³", flops=2 * m**3, dtype=torch.bfloat16)
+    low = matmul_dtype()
+    a = torch.randn(m, m, device="cuda", dtype=low.torch)
+    b = torch.randn(m, m, device="cuda", dtype=low.torch)
+    mm = _agreement(lambda: torch.matmul(a, b), f"matmul {low.short} 8192³", flops=2 * m**3, dtype=low.torch)
     # A compute-bound kernel on a power-capped GPU: clocks wander on a scale longer than bench's default 100 ms
     # window (do_bench's too), so medians of separate windows differ by a few percent. A longer window averages
     # over that; both are recorded.
-    mm_long = _agreement(lambda: torch.matmul(a, b), "matmul bf16 8192³ (500 ms window)", rep_ms=500,
-                         flops=2 * m**3, dtype=torch.bfloat16)
+    mm_long = _agreement(lambda: torch.matmul(a, b), f"matmul {low.short} 8192³ (500 ms window)", rep_ms=500,
+                         flops=2 * m**3, dtype=low.torch)
     return {
-        "copy": copy, "matmul_bf16": mm, "matmul_bf16_500ms": mm_long,
+        "copy": copy, f"matmul_{low.short}": mm, f"matmul_{low.short}_500ms": mm_long, "dtype_note": low.note,
         "targets": [
             target("copy: |bench/do_bench - 1|", abs(copy["ratio"] - 1), 0.03, "<="),
             target("matmul: |bench/do_bench - 1|", abs(mm["ratio"] - 1), 0.03, "<="),
@@ -58,7 +66,7 @@ def timing_agreement() -> dict:
             target("matmul: CV over 5 repeats (100 ms window)", mm["cv_of_5"], 0.02, "<="),
             target("matmul: CV over 5 repeats (500 ms window)", mm_long["cv_of_5"], 0.02, "<="),
             target("copy: fraction of datasheet bandwidth", (copy["pct_of_peak_bw"] or 0) / 100, 1.0, "<="),
-            target("matmul: fraction of datasheet bf16 peak", (mm["pct_of_peak_flops"] or 0) / 100, 1.0, "<="),
+            target(f"matmul: fraction of datasheet {low.short} peak", (mm["pct_of_peak_flops"] or 0) / 100, 1.0, "<="),
         ],
     }
 

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from gpucourse import device, timing
+from gpucourse import device, dtypes, timing
 from gpucourse.timing import bench, host_ms, settle
 
 
@@ -84,6 +84,12 @@ MISTAKE_DIRECTION = {"no synchronize": "low", "first call timed": "high", "input
                      "clocks not steady (idle GPU, no settle)": "either"}
 
 
+def matmul_dtype(props=None, say: bool = True) -> "dtypes.Choice":
+    """The 16-bit dtype of this lesson's tensor-core matmuls: bfloat16, or float16 on a GPU without bf16 tensor cores
+    (a T4, sm_75), printing the sentence that says so (``gpucourse.dtypes.for_device``)."""
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
 def timing_pairs(idle_s: float = 3.0) -> list:
     """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong
     (``mistake``: a key of ``MISTAKE_DIRECTION``, which says which way it errs)."""
@@ -125,8 +131,8 @@ def timing_pairs(idle_s: float = 3.0) -> list:
                 "peak_gbps": cold.peak_gbs})
 
     m = 8192
-    a16, b16 = torch.randn(m, m, device="cuda", dtype=torch.bfloat16), torch.randn(m, m, device="cuda",
-                                                                                   dtype=torch.bfloat16)
+    low = matmul_dtype()  # bf16; float16 on a GPU without bf16 tensor cores (a T4), said in the output
+    a16, b16 = torch.randn(m, m, device="cuda", dtype=low.torch), torch.randn(m, m, device="cuda", dtype=low.torch)
     mm16 = lambda: a16 @ b16  # noqa: E731
     mm16()
     torch.cuda.synchronize()
@@ -136,7 +142,7 @@ def timing_pairs(idle_s: float = 3.0) -> list:
     steady = statistics.median(timing.event_times(mm16, reps=20))
     # Which way it errs depends on the GPU: clocks may still be ramping up from idle (too slow), or a power-capped
     # GPU may run at boost clocks until it reaches its power limit (too fast; the course's H100 did this).
-    out.append({"mistake": "clocks not steady (idle GPU, no settle)", "what": f"bf16 matmul {m}x{m}",
+    out.append({"mistake": "clocks not steady (idle GPU, no settle)", "what": f"{low.short} matmul {m}x{m}",
                 "wrong_ms": cold_start, "right_ms": steady})
     return out
 

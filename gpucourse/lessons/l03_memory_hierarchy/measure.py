@@ -165,7 +165,7 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
 
     Memory: a 1 GiB float32 copy (``copy_``, 2 GiB moved), L2 flushed by a read. Math, with lesson 05's interleaved
     protocol (``gpucourse.timing.interleaved``): after one second of settling, ``rounds`` rounds each time a bf16
-    8192^3 matmul (tensor cores), a chain of fp32 FMAs (CUDA cores; ``compute.fma_chain``) and a chain of ``sin``
+    8192^3 matmul (tensor cores; fp16 on a GPU without bf16 ones, a T4: :func:`matmul_dtype`), a chain of fp32 FMAs (CUDA cores; ``compute.fma_chain``) and a chain of ``sin``
     over the same elements (``compute.sin_chain``), each over ``rep_ms``, with L2 flushed by a read before each
     repeat, as :func:`roofline_points` times its operations (timed back to back instead, the matmul ran about 11%
     slower on the course's H100: ``benchmarks/results/h100-explore-memory03.json``, 675 against 761 TFLOP/s; our
@@ -186,26 +186,28 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
     cp = bench(y.copy_, x, bytes=2 * x.numel() * 4, flush_l2="read", name="copy 1 GiB")
     del x, y
     m = 8192
-    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    low = matmul_dtype()  # bf16; fp16 on a GPU without bf16 tensor cores (a T4), printed: the ceiling is fp16's
+    a = torch.randn(m, m, device="cuda", dtype=low.torch)
+    b = torch.randn(m, m, device="cuda", dtype=low.torch)
     v = torch.randn(FMA_N, device="cuda")
-    fns = {"bf16 matmul 8192^3": lambda: torch.matmul(a, b),
+    mm_name = f"{low.short} matmul 8192^3"
+    fns = {mm_name: lambda: torch.matmul(a, b),
            "fp32 FMA chain": lambda: compute.fma_chain(v, FMA_ITERS),
            f"sin x{SIN_K}": lambda: compute.sin_chain(v, SIN_K)}
-    settle(fns["bf16 matmul 8192^3"], seconds=1.0)
+    settle(fns[mm_name], seconds=1.0)
     res = interleaved(fns, rounds=rounds, rep_ms=rep_ms, flush_l2="read")
     mm_flops, fma_flops = 2 * m**3, compute.fma_flops(FMA_N, FMA_ITERS)
-    mm_tf = [mm_flops / (ms * 1e-3) / 1e12 for ms in res["bf16 matmul 8192^3"].medians_ms]
+    mm_tf = [mm_flops / (ms * 1e-3) / 1e12 for ms in res[mm_name].medians_ms]
     fma_tf = [fma_flops / (ms * 1e-3) / 1e12 for ms in res["fp32 FMA chain"].medians_ms]
     slots = [compute.slots_per_sin(s_ms, SIN_K, f_ms, FMA_ITERS) for s_ms, f_ms in
              zip(res[f"sin x{SIN_K}"].medians_ms, res["fp32 FMA chain"].medians_ms)]
     name = device.props().name
     tc, cc = statistics.median(mm_tf), statistics.median(fma_tf)
-    c = R.Ceilings(gbps=cp.gbps, tflops=tc, fp32_tflops=cc, measured=True, dtype="bfloat16",
-                   source=f"measured on {name}: copy {cp.gbps:,.0f} GB/s, bf16 matmul {tc:,.0f} TFLOP/s, "
+    c = R.Ceilings(gbps=cp.gbps, tflops=tc, fp32_tflops=cc, measured=True, dtype=low.dtype,
+                   source=f"measured on {name}: copy {cp.gbps:,.0f} GB/s, {low.short} matmul {tc:,.0f} TFLOP/s, "
                           f"fp32 FMA {cc:,.1f} TFLOP/s (medians of {rounds} interleaved rounds)")
     details = {"copy_gbps": cp.gbps, "copy_ms": cp.median_ms, "rounds": rounds, "rep_ms": rep_ms,
-               "bf16_matmul_tflops_rounds": mm_tf, "fp32_fma_tflops_rounds": fma_tf,
+               "matmul_dtype": low.dtype, "matmul_tflops_rounds": mm_tf, "fp32_fma_tflops_rounds": fma_tf,
                "sin_slots_rounds": slots, "sin_slots": statistics.median(slots),
                "sin_ms_rounds": res[f"sin x{SIN_K}"].medians_ms, "fma_n": FMA_N, "fma_iters": FMA_ITERS,
                "sin_k": SIN_K,
@@ -235,26 +237,37 @@ def onchip(bench_kw=None) -> dict:
 # Roofline points.
 
 
-def default_ops(scale: str = "gpu", sin_slots: float | None = None) -> list:
+def matmul_dtype(props=None, say: bool = True):
+    """The 16-bit dtype of the lesson's GEMMs and of the tensor-core ceiling they are measured against: bfloat16, or
+    float16 on a GPU without bf16 tensor cores (a T4, sm_75), with the sentence that says so
+    (``gpucourse.dtypes.for_device``; ``say``: print it)."""
+    from gpucourse import dtypes
+
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
+def default_ops(scale: str = "gpu", sin_slots: float | None = None, props=None) -> list:
     """The lesson's operations: elementwise, a reduction, a GEMV and GEMMs of several shapes (small ones on CPU).
     ``sin_slots`` (FMA issue slots per ``sin``, measured by :func:`ceilings`): add the fused sin x4 kernel, counted
-    in instructions (4 sines per element)."""
+    in instructions (4 sines per element). The GEMV and GEMMs are in :func:`matmul_dtype` (bf16; fp16 on a T4), the
+    dtype :func:`ceilings` measures the tensor cores in."""
     from gpucourse import roofline as R
 
+    low = matmul_dtype(props, say=False).dtype
     if scale == "cpu":
         return [R.elementwise(2**16, "float32", name="relu"),
                 R.elementwise(2**16, "float32", inputs=2, name="add"),
                 R.reduction(256, 256, "float32", name="row sum"),
-                R.gemv(256, 256, "bfloat16", name="GEMV"),
-                R.gemm(256, 32, 256, "bfloat16"), R.gemm(256, 256, 256, "bfloat16")]
+                R.gemv(256, 256, low, name="GEMV"),
+                R.gemm(256, 32, 256, low), R.gemm(256, 256, 256, low)]
     sin4 = [] if sin_slots is None else [R.elementwise(2**26, "float32", flops_per_element=4, name="sin x4 (fused)",
                                                        instructions_per_element=4 * sin_slots)]
     return [R.elementwise(2**28, "float32", name="relu"),
             R.elementwise(2**28, "float32", inputs=2, name="add"), *sin4,
             R.reduction(16384, 16384, "float32", name="row sum"),
-            R.gemv(16384, 16384, "bfloat16", name="GEMV"),
-            R.gemm(8192, 128, 8192, "bfloat16"), R.gemm(8192, 1024, 8192, "bfloat16"),
-            R.gemm(4096, 4096, 4096, "bfloat16"), R.gemm(8192, 8192, 8192, "bfloat16")]
+            R.gemv(16384, 16384, low, name="GEMV"),
+            R.gemm(8192, 128, 8192, low), R.gemm(8192, 1024, 8192, low),
+            R.gemm(4096, 4096, 4096, low), R.gemm(8192, 8192, 8192, low)]
 
 
 def runner(op):

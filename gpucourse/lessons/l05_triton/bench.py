@@ -83,9 +83,16 @@ def softmax_bench() -> dict:
             ]}
 
 
+def matmul_dtype(props=None, say: bool = True) -> dtypes.Choice:
+    """The dtype of the matmul benchmarks: bfloat16, or float16 on a GPU without bf16 tensor cores (a T4, sm_75,
+    which has fp16 tensor cores only), printing the sentence that says so (``dtypes.for_device``)."""
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
 @register("triton05_matmul")
 def matmul_bench() -> dict:
-    """The workbook's matmul (and, on GPUs with tensor descriptors, the lesson's Hopper kernel) against cuBLAS, bf16.
+    """The workbook's matmul (and, on GPUs with tensor descriptors, the lesson's Hopper kernel) against cuBLAS, bf16
+    (fp16 on a GPU without bf16 tensor cores: :func:`matmul_dtype`).
 
     Compute-bound timings wander with the clocks, so the 8192³ figures are timed after :func:`settle`, in 300 ms
     windows, five rounds taken in turns (median of the rounds' medians). The fused epilogue is
@@ -97,9 +104,10 @@ def matmul_bench() -> dict:
 
     matmul = solutions()["matmul"]
     m = n = k = 8192
-    bf16 = dict(dtype=torch.bfloat16, rep_ms=300)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    low = matmul_dtype()
+    timed = dict(dtype=low.torch, rep_ms=300)
+    a = torch.randn(m, k, device="cuda", dtype=low.torch)
+    b = torch.randn(k, n, device="cuda", dtype=low.torch)
     hopper_missing = hopper_matmul.unsupported(a, b)
     kernels = {"triton": matmul, **({} if hopper_missing else {"triton hopper": hopper_matmul.matmul})}
     for fn in kernels.values():
@@ -107,24 +115,24 @@ def matmul_bench() -> dict:
         fn(a, b)  # autotune before the clocks are settled and timing starts
     settle(lambda: torch.matmul(a, b))  # compute-bound: reach steady clocks before timing
     plain = {name: (lambda fn=fn: fn(a, b)) for name, fn in kernels.items()}
-    mm = interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **bf16)
+    mm = interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **timed)
     del a, b
     sizes = [512, 1024, 2048, 3072, 4096, 6144, 8192]
     sweep = {name: [] for name in [*kernels, "cuBLAS"]}
     for s in sizes:
-        x = torch.randn(s, s, device="cuda", dtype=torch.bfloat16)
-        y = torch.randn(s, s, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(s, s, device="cuda", dtype=low.torch)
+        y = torch.randn(s, s, device="cuda", dtype=low.torch)
         for name, fn in [*kernels.items(), ("cuBLAS", torch.matmul)]:
-            sweep[name].append(bench(fn, x, y, flops=2 * s**3, dtype=torch.bfloat16).tflops)
-    out = {"shape": [m, n, k], "dtype": "bfloat16", "timing": "settle, then 5 interleaved rounds of 300 ms",
+            sweep[name].append(bench(fn, x, y, flops=2 * s**3, dtype=low.torch).tflops)
+    out = {"shape": [m, n, k], "dtype": low.dtype, "dtype_note": low.note, "timing": "settle, then 5 interleaved rounds of 300 ms",
            "hopper_kernel": None if hopper_missing else "gpucourse.lessons.l05_triton.hopper_matmul",
            "hopper_unavailable_because": hopper_missing,
            "tflops": {name: r.typical.tflops for name, r in mm.items()},
            "sweep": {"sizes": sizes, "tflops": sweep}}
-    targets = [target("matmul bf16 8192^3 / cuBLAS (workbook kernel)",
+    targets = [target(f"matmul {low.short} 8192^3 / cuBLAS (workbook kernel)",
                       out["tflops"]["triton"] / out["tflops"]["cuBLAS"], 0.90)]
     if not hopper_missing:
-        targets.append(target("matmul bf16 8192^3 / cuBLAS (Hopper kernel)",
+        targets.append(target(f"matmul {low.short} 8192^3 / cuBLAS (Hopper kernel)",
                               out["tflops"]["triton hopper"] / out["tflops"]["cuBLAS"], 0.90))
     out["targets"] = targets
     return out
@@ -158,13 +166,14 @@ def fused_epilogue_bench() -> dict:
         return F.silu(torch.matmul(a, b) + bias)
 
     compiled = torch.compile(unfused, dynamic=False)
-    out = {"dtype": "bfloat16", "compile_mode": "default", "timing": "settle, then 3 interleaved rounds of 100 ms",
+    low = matmul_dtype()
+    out = {"dtype": low.dtype, "dtype_note": low.note, "compile_mode": "default", "timing": "settle, then 3 interleaved rounds of 100 ms",
            "shapes": {}, "first_call_s": {}}
     settled = False
     for m, n, k in FUSED_SHAPES:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        a = torch.randn(m, k, device="cuda", dtype=low.torch)
+        b = torch.randn(k, n, device="cuda", dtype=low.torch)
+        bias = torch.randn(n, device="cuda", dtype=low.torch)
         fns = {"workbook fused": lambda: matmul(a, b, bias, "silu")}
         if not hopper_matmul.unsupported(a, b):
             fns["Hopper fused"] = lambda: hopper_matmul.matmul(a, b, bias, "silu")
@@ -184,7 +193,7 @@ def fused_epilogue_bench() -> dict:
         if not settled:
             settle(lambda: torch.matmul(a, b), seconds=1.0)
             settled = True
-        r = interleaved(fns, rounds=3, rep_ms=100, flops=2 * m * n * k, dtype=torch.bfloat16)
+        r = interleaved(fns, rounds=3, rep_ms=100, flops=2 * m * n * k, dtype=low.torch)
         ms = {name: rr.median_ms for name, rr in r.items()}
         ours = min((x for x in ("workbook fused", "Hopper fused") if x in ms), key=ms.get)
         theirs = min(("addmm + silu", "torch.compile"), key=ms.get)
@@ -198,11 +207,11 @@ def fused_epilogue_bench() -> dict:
         del a, b, bias
     s = out["shapes"]
     out["targets"] = [
-        target("fused matmul+bias+silu / best of addmm+silu and torch.compile (bf16 8192^3)",
+        target(f"fused matmul+bias+silu / best of addmm+silu and torch.compile ({low.short} 8192^3)",
                s["8192x8192x8192"]["speedup_vs_best_practitioner"], 1.0),
-        target("fused matmul+bias+silu / best of addmm+silu and torch.compile (bf16 8192x8192, K=2048)",
+        target(f"fused matmul+bias+silu / best of addmm+silu and torch.compile ({low.short} 8192x8192, K=2048)",
                s["8192x8192x2048"]["speedup_vs_best_practitioner"], 1.1),
-        target("fused matmul+bias+silu / best of addmm+silu and torch.compile (bf16 4096x4096, K=1024)",
+        target(f"fused matmul+bias+silu / best of addmm+silu and torch.compile ({low.short} 4096x4096, K=1024)",
                s["4096x4096x1024"]["speedup_vs_best_practitioner"], 1.0),
     ]
     return out
@@ -234,7 +243,8 @@ def offshape_bench() -> dict:
     in the same run.
 
     Softmax: 65536x128 bf16 (narrow rows), 32768x1000 fp16 (a width that is not a multiple of 16), 1x100000 fp32
-    (one row too wide for one program), each against ``torch.softmax`` and a copy of the same bytes. Matmul bf16:
+    (one row too wide for one program), each against ``torch.softmax`` and a copy of the same bytes (bf16 shapes in
+    fp16 on a GPU without bf16 tensor cores: :func:`matmul_dtype`). Matmul bf16:
     1000³ (too few large tiles to fill the GPU, strides not multiples of 16) and 16x8192x8192 (a few rows: memory
     bound), against cuBLAS, with the host cost per call and the GPU time per call replayed from a CUDA graph; then
     a sweep of other skinny and small shapes. Protocol: ``bench(flush_l2="read")`` (L2 evicted by reading 256 MB
@@ -248,9 +258,11 @@ def offshape_bench() -> dict:
     sol = solutions()
     softmax, matmul = sol["softmax"], sol["matmul"]
     read = dict(flush_l2="read", rep_ms=50)
+    low = matmul_dtype()  # bf16 shapes run in fp16 on a GPU without bf16 (a T4), and the output says so
     out = {"protocol": "bench(flush_l2='read'), 3 interleaved rounds of 50 ms; sweep: one bench of 30 ms each",
-           "softmax": {}, "matmul": {}, "matmul_sweep": {}}
+           "dtype_note": low.note, "softmax": {}, "matmul": {}, "matmul_sweep": {}}
     for rows, cols, dt in SOFTMAX_SHAPES:
+        dt = low.dtype if dt == "bfloat16" else dt
         dtype = getattr(torch, dt)
         x = torch.randn(rows, cols, device="cuda", dtype=dtype)
         dst = torch.empty_like(x)
@@ -264,23 +276,23 @@ def offshape_bench() -> dict:
         del x, dst
     kernel = sol["matmul_kernel"]
     for m, n, k in MATMUL_SHAPES:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        a = torch.randn(m, k, device="cuda", dtype=low.torch)
+        b = torch.randn(k, n, device="cuda", dtype=low.torch)
         torch.testing.assert_close(matmul(a, b), torch.matmul(a, b), rtol=2e-2, atol=1.0)
         fns = {"triton": lambda: matmul(a, b), "cuBLAS": lambda: torch.matmul(a, b)}
-        r = interleaved(fns, rounds=3, flops=2 * m * n * k, dtype=torch.bfloat16, **read)
+        r = interleaved(fns, rounds=3, flops=2 * m * n * k, dtype=low.torch, **read)
         us = {name: rr.median_ms * 1e3 for name, rr in r.items()}
         graph = {name: min(event_times(graph_repeat(fn, 20), reps=10, warmup=2)) / 20 * 1e3
                  for name, fn in fns.items()}
-        out["matmul"][f"{m}x{n}x{k} bfloat16"] = {
+        out["matmul"][f"{m}x{n}x{k} {low.dtype}"] = {
             "us": us, "vs_cuBLAS": us["cuBLAS"] / us["triton"], "tflops": {nm: rr.typical.tflops for nm, rr in r.items()},
             "host_us_per_call": {name: _host_us_per_call(fn) for name, fn in fns.items()},
             "graph_us_per_call": graph, "graph_vs_cuBLAS": graph["cuBLAS"] / graph["triton"],
             "config": str(getattr(kernel, "best_config", None))}
         del a, b
     for m, n, k in MATMUL_SWEEP:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        a = torch.randn(m, k, device="cuda", dtype=low.torch)
+        b = torch.randn(k, n, device="cuda", dtype=low.torch)
         matmul(a, b)  # autotune outside the timing
         t = {name: bench(fn, a, b, flush_l2="read", rep_ms=30).median_ms * 1e3
              for name, fn in (("triton", matmul), ("cuBLAS", torch.matmul))}
@@ -289,11 +301,11 @@ def offshape_bench() -> dict:
         del a, b
     s, mm = out["softmax"], out["matmul"]
     out["targets"] = [
-        target("softmax 65536x128 bf16 / torch.softmax", s["65536x128 bfloat16"]["vs_torch"], 1.0),
-        target("softmax 65536x128 bf16 / copy", s["65536x128 bfloat16"]["vs_copy"], 0.7),
+        target(f"softmax 65536x128 {low.short} / torch.softmax", s[f"65536x128 {low.dtype}"]["vs_torch"], 1.0),
+        target(f"softmax 65536x128 {low.short} / copy", s[f"65536x128 {low.dtype}"]["vs_copy"], 0.7),
         target("softmax 32768x1000 fp16 / copy", s["32768x1000 float16"]["vs_copy"], 0.9),
         target("softmax 1x100000 fp32 / torch.softmax", s["1x100000 float32"]["vs_torch"], 1.0),
-        target("matmul bf16 1000^3 / cuBLAS", mm["1000x1000x1000 bfloat16"]["vs_cuBLAS"], 0.8),
-        target("matmul bf16 16x8192x8192 / cuBLAS", mm["16x8192x8192 bfloat16"]["vs_cuBLAS"], 0.9),
+        target(f"matmul {low.short} 1000^3 / cuBLAS", mm[f"1000x1000x1000 {low.dtype}"]["vs_cuBLAS"], 0.8),
+        target(f"matmul {low.short} 16x8192x8192 / cuBLAS", mm[f"16x8192x8192 {low.dtype}"]["vs_cuBLAS"], 0.9),
     ]
     return out
