@@ -158,9 +158,9 @@ def _lines(b: dict) -> dict:
         else:
             notes.append("Ties cannot be told: the grader did not report the spread of the times, so close ratios "
                          "may be noise.")
-        notes.append("Speeds are measured inside each submission's own worker process (see `gpucourse grade "
-                     "--help`): a submission written to forge its timing could; the unranked list and the flags are "
-                     "for a human to look at.")
+        notes.append("Speeds are measured inside each submission's own worker process (see gpucourse grade "
+                     "--help), so code written to forge its timing could; what is unranked or flagged is for a "
+                     "human to look at before a prize is given.")
     return {"head": head, "how": how, "notes": notes}
 
 
@@ -178,7 +178,8 @@ def markdown(b: dict) -> str:
         out.append("No passing submission has a measured speed to rank.")
     if b["unranked"]:
         out += ["", "Passed but not ranked:", ""] + [f"- {md_text(n)}: {md_text(why)}" for n, why in b["unranked"]]
-    out += [""] + t["notes"]
+    for note in t["notes"]:
+        out += ["", note]
     return "\n".join(out) + "\n"
 
 
