@@ -13,7 +13,8 @@ def main(argv=None) -> int:
         ap.print_help()
         print("\n  gpucourse doctor [--measure]   what this machine can run, versions, known problems"
               "\n  gpucourse bench [NAME ...]     run registered benchmarks, write JSON with --out"
-              "\n  gpucourse grade EXERCISE SUBMISSION ...   grade submissions (see gpucourse grade --help)")
+              "\n  gpucourse grade EXERCISE SUBMISSION ...   grade files, folders or an nbgrader course directory; "
+              "a gradebook and a leaderboard (see gpucourse grade --help)")
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "doctor":
