@@ -34,10 +34,14 @@ def _gates():
     from gpucourse.lessons.l01_cpu_vs_gpu_timing import measure as m01
     from gpucourse.lessons.l03_memory_hierarchy import measure as m03
     from gpucourse.lessons.l05_triton import bench as b05
+    from gpucourse.lessons.l06_tensor_cores import measure as m06
+    from gpucourse.lessons.l09_compile_profiling import measure as m09
 
     return [("00 timing_agreement", b00.matmul_dtype), ("01 timing_pairs / bench vs do_bench", m01.matmul_dtype),
-            ("03 ceilings / roofline GEMMs", m03.matmul_dtype), ("05 matmul / fused epilogue / offshape",
-                                                                  b05.matmul_dtype)]
+            ("03 ceilings / roofline GEMMs", m03.matmul_dtype),
+            ("05 matmul / fused epilogue / offshape", b05.matmul_dtype),
+            ("06 alignment / wave sweep", m06.low_dtype),
+            ("09 fusion / compile modes / proton / epilogue / rmsnorm", m09.low_dtype)]
 
 
 @pytest.mark.parametrize("name,gate", _gates(), ids=[n for n, _ in _gates()])
@@ -115,9 +119,12 @@ def test_existing_workbook_gates_agree_on_a_t4_and_an_a100(monkeypatch):
 
 
 # Lines that put bf16 on the GPU without asking: `dtype=torch.bfloat16` (or "bfloat16") with no gate on the line.
-_HARD_CODED = re.compile(r"dtype\s*=\s*(torch\.bfloat16|[\"']bfloat16[\"'])")
-_GATED_LESSONS = ("l00_start_here", "l01_cpu_vs_gpu_timing", "l03_memory_hierarchy", "l05_triton")
-_GATED_NOTEBOOKS = ("00_start_here", "01_cpu_vs_gpu_timing", "03_memory_hierarchy", "05_triton")
+_HARD_CODED = re.compile(r"dtype\s*=\s*(torch\.bfloat16|[\"']bfloat16[\"'])|\.to\([^)]*torch\.bfloat16|"
+                         r"dtype or \(?torch\.bfloat16|^\s*dt\s*=\s*torch\.bfloat16")
+_GATED_LESSONS = ("l00_start_here", "l01_cpu_vs_gpu_timing", "l03_memory_hierarchy", "l05_triton",
+                  "l09_compile_profiling")
+_GATED_NOTEBOOKS = ("00_start_here", "01_cpu_vs_gpu_timing", "03_memory_hierarchy", "05_triton",
+                    "09_compile_profiling")
 
 
 def test_gated_lessons_create_no_bf16_gpu_tensor_without_a_gate():
@@ -143,4 +150,6 @@ def test_gated_lessons_create_no_bf16_gpu_tensor_without_a_gate():
 def test_the_scan_catches_a_hard_coded_bf16_line():
     assert _HARD_CODED.search('a = torch.randn(8, device="cuda", dtype=torch.bfloat16)')
     assert _HARD_CODED.search("x = torch.empty(4, dtype='bfloat16')")
+    assert _HARD_CODED.search('model.to("cuda", torch.bfloat16)')
+    assert _HARD_CODED.search("dt = torch.bfloat16 if gpucourse.on_gpu() else torch.float32")
     assert not _HARD_CODED.search('a = torch.randn(8, device="cuda", dtype=low.torch)')

@@ -72,11 +72,19 @@ def dtype_ladder(n: int = 8192, rounds: int = 3, rep_ms: float = 200) -> dict:
             "peak": {k: peak(v) for k, v in peaks.items()}, "skipped": skipped}
 
 
-def alignment(m: int = 8192, n: int = 8192, ks=(8184, 8190, 8191, 8192, 8193, 8200), dtype=torch.bfloat16,
+def low_dtype(props=None, say: bool = True) -> dtypes.Choice:
+    """The 16-bit dtype of the alignment and wave sweeps: bfloat16, or float16 on a GPU without bf16 tensor cores (a
+    T4, sm_75), printing the sentence that says so (``dtypes.for_device``)."""
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
+def alignment(m: int = 8192, n: int = 8192, ks=(8184, 8190, 8191, 8192, 8193, 8200), dtype=None,
               rep_ms: float = 100) -> dict:
     """cuBLAS TFLOP/s of (m×k) @ (k×n) for each k, and for the unaligned ones the same product with k zero-padded
-    to the next multiple of 8 (padding done inside the timed call, so its cost counts). Useful flops (2·m·n·k)."""
+    to the next multiple of 8 (padding done inside the timed call, so its cost counts). Useful flops (2·m·n·k).
+    ``dtype``: default bf16 (fp16 on a T4: :func:`low_dtype`)."""
     device.require_gpu("The alignment sweep")
+    dtype = dtype or low_dtype().torch
     out = {"m": m, "n": n, "dtype": dtypes.torch_name(dtype), "k": [], "tflops": [], "padded_tflops": []}
     big_a = torch.randn(m, max(ks) + 8, device="cuda", dtype=dtype)
     big_b = torch.randn(max(ks) + 8, n, device="cuda", dtype=dtype)
@@ -100,10 +108,11 @@ def alignment(m: int = 8192, n: int = 8192, ks=(8184, 8190, 8191, 8192, 8193, 82
 
 
 def wave_sweep(m: int = 8192, k: int = 8192, ns=range(1024, 4097, 64), rep_ms: float = 50,
-               dtype=torch.bfloat16) -> dict:
+               dtype=None) -> dict:
     """Time the fixed-tile Triton kernel (:data:`kernels.WAVE_TILE`) and cuBLAS at every N, M = K fixed. Returns
     ``{"m", "k", "tile", "num_sms", "n": [...], "triton_ms": [...], "cublas_ms": [...]}``."""
     device.require_gpu("The wave sweep")
+    dtype = dtype or low_dtype().torch  # bf16; fp16 on a T4
     ns = list(ns)
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     big_b = torch.randn(k, max(ns), device="cuda", dtype=dtype)

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from gpucourse import device, timeline, timing
+from gpucourse import device, dtypes, timeline, timing
 
 from . import kernels
 
@@ -199,15 +199,23 @@ def _ms(fns: dict, rounds: int = 3, **kw) -> dict:
     return {k: v.median_ms for k, v in res.items()}
 
 
+def low_dtype(props=None, say: bool = True) -> dtypes.Choice:
+    """The 16-bit dtype of the lesson's GPU work: bfloat16, or float16 on a GPU without bf16 (a T4, sm_75), printing
+    the sentence that says so (``dtypes.for_device``)."""
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
 def fusion_examples(rounds: int = 3) -> dict:
     """Eager against torch.compile (default mode) for the two chains of the issue: four sins over 2^26 fp32, and
-    LayerNorm + scale + GELU over 8192x8192 bf16. Kernel counts from the profiler, compile times, medians."""
+    LayerNorm + scale + GELU over 8192x8192 bf16 (fp16 on a T4). Kernel counts from the profiler, compile times,
+    medians."""
     out = {}
+    low = low_dtype()
     x = torch.randn(2**26, device="cuda")
-    xb = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    w, b = (torch.randn(8192, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    xb = torch.randn(8192, 8192, device="cuda", dtype=low.torch)
+    w, b = (torch.randn(8192, device="cuda", dtype=low.torch) for _ in range(2))
     for name, fn, args, nbytes in (("sin chain, 2^26 fp32", sin_chain, (x,), 2 * x.numel() * 4),
-                                   ("LayerNorm+scale+GELU, 8192x8192 bf16", ln_scale_gelu, (xb, w, b),
+                                   (f"LayerNorm+scale+GELU, 8192x8192 {low.short}", ln_scale_gelu, (xb, w, b),
                                     2 * xb.numel() * 2)):
         torch._dynamo.reset()
         compiled = torch.compile(fn)
@@ -229,7 +237,7 @@ def small_mlp(width: int = 512, depth: int = 6):
     layers = []
     for _ in range(depth):
         layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
-    return torch.nn.Sequential(*layers).to("cuda", torch.bfloat16).eval()
+    return torch.nn.Sequential(*layers).to("cuda", low_dtype(say=False).torch).eval()
 
 
 def compile_modes(rounds: int = 3) -> dict:
@@ -237,7 +245,7 @@ def compile_modes(rounds: int = 3) -> dict:
     default (fusion), reduce-overhead (fusion + CUDA graphs: one replay instead of a launch per kernel) and
     max-autotune (also tries Triton templates for the matmuls). Each mode's compile time (first call) and median."""
     model = small_mlp()
-    x = torch.randn(8, 512, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(8, 512, device="cuda", dtype=low_dtype().torch)
     res = {"eager": {"compile_s": 0.0}}
     fns = {"eager": lambda: model(x)}
     with torch.no_grad():
@@ -267,9 +275,10 @@ def proton_tree(path_base: str) -> dict:
     {name: {"time_ms":..., "calls":..., "children": {...}}} read from proton's hatchet file."""
     import triton.profiler as proton
 
-    a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    bias = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    low = low_dtype().torch
+    a, b = (torch.randn(4096, 4096, device="cuda", dtype=low) for _ in range(2))
+    bias = torch.randn(4096, device="cuda", dtype=low)
+    x = torch.randn(8192, 8192, device="cuda", dtype=low)
     kernels.matmul_bias_gelu(a, b, bias)
     kernels.softmax(x)
     torch.cuda.synchronize()
@@ -392,7 +401,7 @@ def epilogue_inputs(m: int | None = None, n: int | None = None, k: int | None = 
     m = m or device.size(cpu=64, gpu=8192)
     n = n or device.size(cpu=48, gpu=8192)
     k = k or device.size(cpu=32, gpu=8192)
-    dtype = dtype or (torch.bfloat16 if device.on_gpu() else torch.float32)
+    dtype = dtype or (low_dtype().torch if device.on_gpu() else torch.float32)
     dev = device.torch_device()
     g = torch.Generator().manual_seed(3)
     a = torch.randn(m, k, generator=g).to(dev, dtype)
@@ -428,8 +437,9 @@ RMS_SHAPES = ((8192, 8192), (65536, 1024))
 
 
 def rmsnorm_point(rows: int, cols: int, rounds: int = 3) -> dict:
-    x, r = (torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+    low = low_dtype(say=False)  # the caller prints the sentence once (bench.rmsnorm_bench)
+    x, r = (torch.randn(rows, cols, device="cuda", dtype=low.torch) for _ in range(2))
+    w = torch.randn(cols, device="cuda", dtype=low.torch)
     # max-autotune also replays a CUDA graph, which reads its inputs from fixed buffers: a call with new tensors
     # (as a benchmark's, or a model's first layer, makes) copies them in first. Without the graph, the same search.
     g_nocg = generated(kernels.rmsnorm_residual_torch, x, r, w, 1e-6, mode="max-autotune-no-cudagraphs")
@@ -444,7 +454,7 @@ def rmsnorm_point(rows: int, cols: int, rounds: int = 3) -> dict:
                              rounds=rounds, bytes=nbytes, flush_l2="read")
     copy = timing.copy_gbps(nbytes // 2, flush_l2="read")
     return {"ms": {k: v.median_ms for k, v in res.items()}, "gbps": {k: v.typical.gbps for k, v in res.items()},
-            "copy_gbps": copy, "compile_s": compile_s, "bytes": nbytes,
+            "dtype": low.dtype, "copy_gbps": copy, "compile_s": compile_s, "bytes": nbytes,
             "compiled_kernels": [name for name, _ in g["kernels"]], "compiled_extern": g["extern"],
             "compiled_kernels_no_cudagraphs": [name for name, _ in g_nocg["kernels"]],
             "kernel_launches_per_call": {"torch.compile max-autotune": measure_launches(tuned, x, r, w),
