@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from . import dtypes
+from . import dtypes, plots
 
 @dataclasses.dataclass(frozen=True)
 class Op:
@@ -262,6 +262,35 @@ def predict(op: Op, ceilings: Ceilings) -> Prediction:
     return Prediction(op, max(mem, math), classify(op, ceilings), mem, math)
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration with three significant digits in the unit that keeps it readable: ``"41.3 µs"``, ``"1.06 ms"``,
+    ``"38.2 ps"``. The roofline's bound for a tiny op is picoseconds, and a fixed ``µs`` with one decimal printed
+    it as "0.0 µs"."""
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return f"{seconds} s"
+    if seconds == 0:
+        return "0 s"
+    units = ((1e-15, "fs"), (1e-12, "ps"), (1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1, "s"))
+    for scale, unit in units:  # the smallest unit in which the rounded value stays below 1000
+        text = f"{seconds / scale:.3g}"
+        if "e" not in text and abs(float(text)) < 1000:
+            break
+    else:
+        text = f"{seconds:,.0f}"  # 1000 s and more
+    if abs(seconds) < 1e-15:
+        return f"{seconds:.3g} s"
+    return f"{text} {unit}"
+
+
+def format_count(value: float, unit: str) -> str:
+    """A count with three significant digits and an SI prefix: ``format_count(17.18e9, "FLOP")`` is "17.2 GFLOP",
+    ``format_count(128, "B")`` "128 B" (a tiny op printed as "0.000 GFLOP, 0.00 MB")."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale * 0.9995:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
+
+
 def table(ops, ceilings: Ceilings) -> str:
     """A text table: flops, bytes, intensity, bound and predicted time of each op on these ceilings."""
     two = bool(ceilings.fp32_tflops)
@@ -276,7 +305,7 @@ def table(ops, ceilings: Ceilings) -> str:
             on_roof = op.slot_intensity if cuda else op.intensity
             roof = f" {'CUDA cores' if cuda else 'tensor cores':>13} {on_roof:>9.2f}"
         lines.append(f"{op.name:<30} {op.dtype:<9} {op.flops / 1e9:>10.3f} {op.bytes / 1e6:>10.2f} "
-                     f"{op.intensity:>9.2f}{roof} {p.bound:>8} {p.seconds * 1e6:>9.1f} µs")
+                     f"{op.intensity:>9.2f}{roof} {p.bound:>8} {format_seconds(p.seconds):>11}")
     lines.append(f"ops:byte ratio {ops_per_byte(ceilings):.0f} flop/B ({ceilings.source})")
     if two:
         lines.append(f"CUDA-core fp32 roof {ceilings.fp32_tflops:,.1f} TFLOP/s: ratio "
@@ -299,7 +328,8 @@ def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None)
     import matplotlib.pyplot as plt
     import numpy as np
 
-    if ax is None:
+    own_figure = ax is None
+    if own_figure:
         _, ax = plt.subplots(figsize=(7.5, 4.8))
     ridge = ops_per_byte(ceilings)
     ridge32 = cuda_core_ops_per_byte(ceilings)
@@ -312,6 +342,7 @@ def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None)
     ai = np.logspace(np.log10(lo), np.log10(hi), 200)
     roof = np.minimum(ceilings.tflops, ai * ceilings.gbps * 1e9 / 1e12)
     kind = "measured" if ceilings.measured else "datasheet"
+    roofs = [(ai, roof)]
     ax.plot(ai, roof, color="black", lw=2, label=f"{ceilings.dtype} tensor cores ({kind}: {ceilings.gbps:,.0f} GB/s, "
                                                  f"{ceilings.tflops:,.0f} TFLOP/s)")
     ax.axvline(ridge, color="gray", ls=":", lw=1)
@@ -319,10 +350,12 @@ def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None)
                 color="gray", fontsize=8)
     if ridge32:
         roof32 = np.minimum(ceilings.fp32_tflops, ai * ceilings.gbps * 1e9 / 1e12)
+        roofs.append((ai, roof32))
         ax.plot(ai, roof32, color="black", lw=1.5, ls="--",
                 label=f"fp32 CUDA cores ({ceilings.fp32_tflops:,.0f} TFLOP/s; x: 2 x instructions / B)")
         ax.annotate(f"{ridge32:.0f}", (ridge32, ceilings.fp32_tflops), textcoords="offset points", xytext=(4, -12),
                     color="gray", fontsize=8)
+    labels, ys = [], [lo * ceilings.gbps * 1e9 / 1e12, ceilings.tflops]
     for i, p in enumerate(points):
         op = p["op"]
         pred = predict(op, ceilings)
@@ -333,32 +366,33 @@ def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None)
         if p.get("seconds"):
             y = pred.attainable_tflops * pred.seconds / p["seconds"]
             ax.plot(x, y, marker="o", color=color, ms=7)
-        ax.annotate(f"{op.name} ({pred.bound})", (x, y), textcoords="offset points", xytext=(5, 3),
-                    fontsize=8, color=color)
+        ys += [y, pred.attainable_tflops]
+        labels.append((x, y, f"{op.name} ({pred.bound})", color))
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(min(ys) / 2, max(ys) * 3)  # headroom above the flat roof for the labels of compute-bound points
     ax.set_xlabel("arithmetic intensity (flop / byte)")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(title or f"roofline: hollow = predicted, filled = measured ({ceilings.source[:60]})", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
+    if own_figure:
+        ax.figure.tight_layout()
+    plots.wrap_title(ax, title or f"roofline: hollow = predicted, filled = measured; ceilings: "
+                                  f"{_short_source(ceilings.source)}")
+    if own_figure:
+        ax.figure.tight_layout()  # again, for the title's lines
+    plots.place_labels(ax, labels, avoid=roofs)
     return ax
 
 
-def plot_working_set(sizes_bytes, gbps, l2_bytes: int | None = None, ax=None, title: str | None = None):
-    """Bandwidth against working-set size (log x), with the L2 size marked by a vertical line."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(sizes_bytes, gbps, marker="o")
-    if l2_bytes:
-        ax.axvline(l2_bytes, color="red", ls="--")
-        ax.annotate(f"L2 = {l2_bytes / 2**20:.0f} MiB", (l2_bytes, max(gbps)), textcoords="offset points",
-                    xytext=(4, -12), color="red", fontsize=8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("working set (bytes read + written)")
-    ax.set_ylabel("GB/s")
-    ax.set_title(title or "copy bandwidth vs working-set size")
-    ax.grid(True, which="both", alpha=0.3)
-    return ax
+def _short_source(source: str) -> str:
+    """``source`` without its parenthesised citations: the title keeps what the ceilings are, the printed text keeps
+    where the figures come from."""
+    out, depth = [], 0
+    for ch in source:
+        depth += ch == "("
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == ")" and depth > 0
+    return " ".join("".join(out).split()).replace(" ;", ";").replace(" ,", ",")

@@ -2,6 +2,8 @@
 (Lesson 03's helpers built on it are tested in tests/lessons/test_l03_memory_hierarchy.py.)"""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import gpucourse
@@ -90,3 +92,54 @@ def test_table_lists_every_op_and_the_ratio():
     c = R.spec_ceilings("A100-80GB")
     text = R.table([R.elementwise(10, name="relu"), R.gemm(64, 64, 64, "bf16")], c)
     assert "relu" in text and "GEMM 64x64x64" in text and f"{R.ops_per_byte(c):.0f} flop/B" in text
+
+
+def test_times_and_counts_keep_three_digits_at_every_scale():
+    """A tiny op printed "0.0 µs": each time picks its unit, from femtoseconds to seconds."""
+    f = R.format_seconds
+    assert [f(4.13e-5), f(1.0641e-3), f(7.094e-4), f(3.82e-11), f(4.78e-13), f(2.5)] == \
+        ["41.3 µs", "1.06 ms", "709 µs", "38.2 ps", "478 fs", "2.5 s"]
+    assert f(9.9996e-4) == "1 ms" and f(0) == "0 s" and f(1234.5) == "1,234 s"
+    assert R.format_count(17.18e9, "FLOP") == "17.2 GFLOP" and R.format_count(128, "B") == "128 B"
+    assert R.format_count(16, "") == "16"
+    tiny = R.predict(R.elementwise(16, "float32"), R.spec_ceilings("H100-SXM"))
+    assert "0.0" not in f(tiny.seconds) and f(tiny.seconds).endswith("ps")
+
+
+def _label_boxes(ax):
+    """Window extents of the op labels (the annotations whose text names a bound), drawn."""
+    from matplotlib.text import Text
+
+    ax.figure.canvas.draw()
+    r = ax.figure.canvas.get_renderer()
+    return [(t.get_text(), Text.get_window_extent(t, r)) for t in ax.texts if t.get_text().endswith("bound)")
+            or t.get_text().endswith("(memory)") or t.get_text().endswith("(compute)")]
+
+
+def test_roofline_labels_do_not_overlap_and_the_title_is_whole():
+    """Lesson 03's CPU-mode plot printed its three compute-bound GEMMs' names on top of one another, past the right
+    edge, and cut its title mid-word at 60 characters."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpucourse.lessons.l03_memory_hierarchy import measure
+
+    c = dataclasses.replace(R.spec_ceilings("H100-SXM", fp32=True), source="illustrative, CPU mode: datasheet "
+                            "NVIDIA H100 SXM5 80GB (NVIDIA H100 datasheet (nvidia.com/x), SXM column; sparse halved)")
+    ops = measure.default_ops("gpu", None)
+    ax = R.plot_roofline([{"op": op} for op in ops], c)
+    boxes = _label_boxes(ax)
+    assert len(boxes) == len(ops)
+    frame = ax.get_window_extent()
+    for i, (name, a) in enumerate(boxes):
+        assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1, f"{name} leaves the axes"
+        for other, b in boxes[i + 1:]:
+            assert not a.overlaps(b), f"{name!r} overlaps {other!r}"
+    title = ax.get_title()
+    assert title.replace("\n", " ").endswith("ceilings: illustrative, CPU mode: datasheet NVIDIA H100 SXM5 80GB")
+    fig_box = ax.figure.get_window_extent()
+    t = ax.title.get_window_extent()
+    assert fig_box.x0 <= t.x0 and t.x1 <= fig_box.x1 and t.y1 <= fig_box.y1, "the title is cut"
+    plt.close("all")

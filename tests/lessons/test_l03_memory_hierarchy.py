@@ -345,3 +345,61 @@ def test_explorer_refuses_to_measure_what_would_take_minutes():
     explorer.render({"kind": "gemm", "M": 2**17, "N": 2**16, "K": 2**16, "dtype": "bfloat16"}, c,
                     measure=lambda op: called.append(op) or 1.0)
     assert called == []
+
+
+def test_explorer_widgets_draw_once_and_redraw_on_every_change(monkeypatch, capsys):
+    """In a live notebook the explorer showed its view twice (a static copy above the widget), its plot went blank
+    after some dropdown changes made in a browser, and the output saved in the notebook read
+    ``VBox(children=...`` to any viewer without the widgets' state. Now: one display, whose fallback is the first
+    view (text and PNG), and widgets whose values every change replaces."""
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.append((objs, kw)))
+    c = R.spec_ceilings("H100-SXM", fp32=True)
+    figures = set(plt.get_fignums())
+    box = explorer.roofline_explorer(c, interactive=True)
+    assert capsys.readouterr().out == "" and len(shown) == 1, "the view is shown once, inside the widget"
+    (bundle,), kw = shown[0]
+    assert kw == {"raw": True} and bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == box.model_id
+    assert bundle["text/plain"].startswith("GEMM 8192x128x8192 (bfloat16)") and "VBox(" not in bundle["text/plain"]
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    (kind, dtype, _), sizes = box.children[0].children, {w.description: w for w in box.children[1].children}
+    text, plot = box.children[2], box.children[3]
+    assert base64.b64decode(bundle["image/png"]) == bytes(plot.value)
+    seen = set()
+    for k, d in [("elementwise", "float32"), ("gemv", "bfloat16"), ("reduction", "float16"), ("gemm", "float32"),
+                 ("elementwise", "float16"), ("gemm", "bfloat16"), ("gemv", "float32")]:
+        before = bytes(plot.value)
+        kind.value, dtype.value = k, d
+        name = explorer.make_op({"kind": k, "dtype": d, **{f: w.value for f, w in sizes.items()}}).name
+        assert name in text.value and f"({d})" in text.value and "0.0 µs" not in text.value
+        assert bytes(plot.value).startswith(b"\x89PNG") and bytes(plot.value) != before and plot.layout.display == ""
+        assert [f for f, w in sizes.items() if w.layout.display != "none"] == list(explorer.FIELDS[k])
+        seen.add(bytes(plot.value))
+    assert len(seen) == 7 and set(plt.get_fignums()) == figures, "each view its own PNG, every figure closed"
+    sizes["n"].value = 16
+    kind.value = "elementwise"
+    assert "ps" in text.value and "fixed cost of launching a kernel" in text.value
+    assert capsys.readouterr().out == "" and len(shown) == 1, "changes redraw in place, nothing more is displayed"
+
+
+def test_explorer_keeps_going_after_a_choice_it_cannot_show(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: None)
+    box = explorer.roofline_explorer(R.spec_ceilings("H100-SXM"), interactive=True)
+    kind, text, plot = box.children[0].children[0], box.children[2], box.children[3]
+    real = explorer.view
+    monkeypatch.setattr(explorer, "view", lambda *a, **k: (_ for _ in ()).throw(MemoryError("out of memory")))
+    kind.value = "gemv"
+    assert "could not show this choice: MemoryError: out of memory" in text.value and plot.layout.display == "none"
+    monkeypatch.setattr(explorer, "view", real)
+    kind.value = "reduction"
+    assert "row sum" in text.value and plot.layout.display == ""

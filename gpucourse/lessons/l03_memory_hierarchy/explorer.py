@@ -1,8 +1,9 @@
 """The roofline explorer: pick an operation and its sizes, see its intensity, bound, predicted and measured time.
 
-:func:`roofline_explorer` always prints the table and draws the plot for its default choice (the static path: what
-CI, nbval and a read-only notebook viewer see). When ipywidgets and a live notebook frontend are available it also
-shows controls that redraw the same view for other choices. Measuring needs a GPU; elsewhere only predictions show.
+:func:`roofline_explorer` shows the description and the plot for its default choice, once. In a Jupyter kernel with
+ipywidgets it shows them under controls that redraw the view for other choices, and the output it leaves in the
+notebook carries the same first view as a static fallback (what a notebook viewer without the widgets' state
+shows); elsewhere it prints and plots. Measuring needs a GPU; elsewhere only predictions show.
 """
 from __future__ import annotations
 
@@ -28,21 +29,28 @@ def make_op(choice: dict):
     return R.from_dict(d)
 
 
+TINY_S = 1e-6  # a predicted time below this is far under what launching a kernel costs
+
+
 def describe(op, ceilings, measured_seconds: float | None = None, unmeasured: str | None = None) -> str:
     """Text: the op's flops, bytes, intensity, bound and predicted time, and the measured time if given
     (``unmeasured``: why it was not measured, when a GPU was there)."""
     p = R.predict(op, ceilings)
-    lines = [f"{op.name} ({op.dtype}): {op.flops / 1e9:,.3f} GFLOP, {op.bytes / 1e6:,.2f} MB moved, "
+    lines = [f"{op.name} ({op.dtype}): {R.format_count(op.flops, 'FLOP')}, {R.format_count(op.bytes, 'B')} moved, "
              f"intensity {op.intensity:,.2f} flop/B",
-             (f"on CUDA cores: {op.instructions / 1e9:,.3f} G fp32 instructions, {op.slot_intensity:,.2f} "
+             (f"on CUDA cores: {R.format_count(op.instructions, '')} fp32 instructions, {op.slot_intensity:,.2f} "
               f"FMA-equivalent flop/B against a ridge of {R.cuda_core_ops_per_byte(ceilings):,.1f}"
               if p.roof.startswith("CUDA") else
               f"on tensor cores: device ops:byte ratio {R.ops_per_byte(ceilings):,.0f} flop/B")
              + f" -> {p.bound}-bound; predicted best time "
-             f"{p.seconds * 1e6:,.1f} µs (memory {p.memory_seconds * 1e6:,.1f} µs, math {p.math_seconds * 1e6:,.1f} µs)",
+             f"{R.format_seconds(p.seconds)} (memory {R.format_seconds(p.memory_seconds)}, "
+             f"math {R.format_seconds(p.math_seconds)})",
              f"ceilings: {ceilings.source}"]
+    if p.seconds < TINY_S:
+        lines.append("under a microsecond: at this size the fixed cost of launching a kernel (lesson 02 measures it), "
+                     "not the roofline, sets the time")
     if measured_seconds is not None:
-        lines.append(f"measured: {measured_seconds * 1e6:,.1f} µs = {measured_seconds / p.seconds:.2f}x the "
+        lines.append(f"measured: {R.format_seconds(measured_seconds)} = {measured_seconds / p.seconds:.2f}x the "
                      f"prediction ({op.flops / measured_seconds / 1e12:,.2f} TFLOP/s, "
                      f"{op.bytes / measured_seconds / 1e9:,.0f} GB/s)")
     else:
@@ -73,15 +81,18 @@ def too_big(op, ceilings) -> str | None:
     return None
 
 
-def render(choice: dict, ceilings, measure=None, ax=None):
-    """Print :func:`describe` for ``choice`` and draw it on the roofline. ``measure(op) -> seconds`` or None; a
-    choice that would take too long or too much memory to measure (:func:`too_big`) is shown unmeasured."""
+def render(choice: dict, ceilings, measure=None, ax=None, show: bool = True):
+    """Print (``show``; else return in the tuple) :func:`describe` for ``choice`` and draw it on the roofline.
+    ``measure(op) -> seconds`` or None; a choice that would take too long or too much memory to measure
+    (:func:`too_big`) is shown unmeasured. Returns ``(op, seconds, text, ax)``."""
     op = make_op(choice)
     why = too_big(op, ceilings) if measure is not None else None
     secs = measure(op) if measure is not None and why is None else None
-    print(describe(op, ceilings, secs, why))
-    R.plot_roofline([{"op": op, "seconds": secs}], ceilings, ax=ax)
-    return op, secs
+    text = describe(op, ceilings, secs, why)
+    if show:
+        print(text)
+    ax = R.plot_roofline([{"op": op, "seconds": secs}], ceilings, ax=ax)
+    return op, secs, text, ax
 
 
 def widgets_available() -> bool:
@@ -95,16 +106,44 @@ def widgets_available() -> bool:
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
+def view(choice: dict, ceilings, measure=None) -> tuple:
+    """``(text, png)``: :func:`describe`'s text and the roofline plot as PNG bytes, the figure closed (nothing is
+    displayed: the widgets show these, and the notebook's saved output keeps the first view as its fallback)."""
+    import matplotlib.pyplot as plt
+
+    from gpucourse import plots
+
+    _, _, text, ax = render(choice, ceilings, measure, show=False)
+    try:
+        return text, plots.figure_png(ax.figure)
+    finally:
+        plt.close(ax.figure)
+
+
+FALLBACK_NOTE = ("(a static view of the roofline explorer; run the cell in a live notebook for its controls)")
+
+
 def roofline_explorer(ceilings, measure=None, choice: dict | None = None, interactive: bool | None = None):
-    """Show the static view for ``choice`` (default: GEMM 8192x128x8192 bf16), then controls if widgets work."""
+    """The explorer for ``choice`` (default: GEMM 8192x128x8192 bf16).
+
+    Without widgets (``interactive=False``, or no Jupyter kernel: a script, a plain Python test) it prints the description and shows the plot. With them it displays controls above the same view, drawn once: the
+    text in an HTML widget and the plot in an Image widget whose values each change replaces. The output a notebook
+    saves carries that first view as its ``text/plain`` and ``image/png``, which a viewer without the widgets'
+    state (a notebook not yet run or not trusted, GitHub) shows instead of the widget's ``VBox(children=...)`` repr.
+
+    The widgets hold the view as values rather than capturing a plot in an ``Output`` widget: cleared and
+    recaptured on every change, that one went blank after some changes made in a browser.
+    """
     import matplotlib.pyplot as plt
 
     choice = dict(DEFAULT if choice is None else choice)
-    render(choice, ceilings, measure)
-    plt.show()
     interactive = widgets_available() if interactive is None else interactive
     if not interactive:
+        render(choice, ceilings, measure)
+        plt.show()
         return None
+    import html
+
     import ipywidgets as W
     from IPython.display import display
 
@@ -115,23 +154,47 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
              for f in ("n", "rows", "cols", "M", "N", "K")}
     sizes["inputs"] = W.Dropdown(options=[1, 2], value=int(choice.get("inputs", 1)), description="inputs")
     do_measure = W.Checkbox(value=False, description="measure on this GPU", disabled=measure is None)
-    out = W.Output()
+    text = W.HTML()
+    plot = W.Image(format="png")
+    plot.add_class("gpucourse-roofline-plot")
+
+    def current() -> dict:
+        return {"kind": kind.value, "dtype": dtype.value, **{f: w.value for f, w in sizes.items()}}
+
+    def show(words: str, png: bytes | None) -> None:
+        text.value = f"<pre style='margin: 0; white-space: pre-wrap'>{html.escape(words)}</pre>"
+        if png is not None:
+            plot.value = png
+        plot.layout.display = "" if png is not None else "none"
 
     def update(*_):
         for f, w in sizes.items():
             w.layout.display = "" if f in FIELDS[kind.value] else "none"
-        c = {"kind": kind.value, "dtype": dtype.value, **{f: w.value for f, w in sizes.items()}}
-        out.clear_output(wait=True)
-        with out:
-            try:
-                render(c, ceilings, measure if do_measure.value else None)
-                plt.show()
-            except Exception as exc:  # e.g. out of GPU memory for a huge choice: say so, keep the explorer alive
-                print(f"could not show this choice: {type(exc).__name__}: {exc}")
+        try:
+            show(*view(current(), ceilings, measure if do_measure.value else None))
+        except Exception as exc:  # e.g. out of GPU memory for a huge choice: say so, keep the explorer alive
+            show(f"could not show this choice: {type(exc).__name__}: {exc}", None)
 
+    first_text, first_png = view(current(), ceilings, None)
     for w in [kind, dtype, do_measure, *sizes.values()]:
         w.observe(update, names="value")
-    box = W.VBox([W.HBox([kind, dtype, do_measure]), W.HBox(list(sizes.values())), out])
-    display(box)
-    update()
+    for f, w in sizes.items():
+        w.layout.display = "" if f in FIELDS[kind.value] else "none"
+    show(first_text, first_png)
+    box = W.VBox([W.HBox([kind, dtype, do_measure]), W.HBox(list(sizes.values())), text, plot])
+    box.add_class("gpucourse-roofline-explorer")
+    bundle = fallback_bundle(box, first_text, first_png)
+    display(bundle, raw=True)
     return box
+
+
+def fallback_bundle(widget, text: str, png: bytes) -> dict:
+    """The display data for ``widget`` with a static fallback: the widget's view, plus ``text/plain`` (``text``
+    and a note) and ``image/png`` for a frontend that cannot show the widget."""
+    import base64
+
+    data = widget._repr_mimebundle_()
+    data = dict(data[0] if isinstance(data, tuple) else data)
+    data["text/plain"] = f"{text}\n{FALLBACK_NOTE}"
+    data["image/png"] = base64.b64encode(png).decode("ascii")
+    return data
