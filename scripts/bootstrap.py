@@ -6,12 +6,17 @@ Which torch it installs:
   and reuses that torch, CUDA build and all;
 - an NVIDIA GPU present (nvidia-smi lists one): torch from PyPI, the CUDA build;
 - neither: the CPU build, from PyTorch's CPU index (a few hundred MB instead of several GB of CUDA libraries).
-Then ``pip install -e .`` adds the course and everything else it needs.
+Then ``pip install -e .[test]`` adds the course and everything else it needs, the test suite's extras included.
 
 Last, bubblewrap (``bwrap``), the sandbox ``gpucourse grade`` runs each submission in: installed with apt-get when
 this runs as root on a Debian-like system and it is missing; otherwise the command to install it is printed. The
 course works without it (the grader then isolates submissions at the process level only, and says so), so a
 failure here never fails the install. ``--only-bubblewrap`` does just this step (CI runs it before the tests).
+
+Chromium, the browser tests/test_browser.py opens JupyterLab in (through playwright, which is told to use it and
+downloads no browser of its own): ``--only-chromium`` installs Debian's ``chromium`` the same way (root and apt-get;
+otherwise it prints the command). CI runs it; the full install only says whether it is there, since a learner's
+``make lab`` has no use for a second browser. Without it the browser test skips, saying why (CI requires it).
 """
 from __future__ import annotations
 
@@ -112,13 +117,54 @@ def ensure_bubblewrap() -> bool:
     return False
 
 
+CHROMIUM_MANUAL = ("sudo apt-get install chromium (Debian/Ubuntu), sudo dnf install chromium (Fedora); then "
+                   "tests/test_browser.py runs the notebooks in JupyterLab in it")
+
+
+def chromium_path() -> str | None:
+    """The Chromium the browser test drives: $GPUCOURSE_CHROMIUM, else chromium / chromium-browser on PATH."""
+    given = os.environ.get("GPUCOURSE_CHROMIUM")
+    if given:
+        return given if os.access(given, os.X_OK) else None
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def ensure_chromium(install: bool = True) -> bool:
+    """Chromium for the browser test, installed with apt-get if this is root on Debian and it is missing
+    (``install``); True when it is there. Never fails: without it the browser test skips, saying why."""
+    if chromium_path():
+        say(f"chromium found ({chromium_path()}): tests/test_browser.py runs the notebooks in JupyterLab in it")
+        return True
+    if not install or not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        say(f"chromium is not installed, so tests/test_browser.py skips. To run it: {CHROMIUM_MANUAL}")
+        return False
+    say("installing chromium, the browser tests/test_browser.py opens JupyterLab in")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install_cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    for cmd in (install_cmd, ["apt-get", "update", "-q"], install_cmd):  # the package lists may be missing
+        say("$ " + " ".join(cmd))
+        try:
+            rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL)
+        except OSError as exc:
+            rc = f"{exc}"
+        if rc == 0 and cmd is install_cmd and chromium_path():
+            return True
+    say(f"could not install chromium (apt-get said no): tests/test_browser.py skips until it is: {CHROMIUM_MANUAL}")
+    return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", default=str(ROOT / ".venv"))
     ap.add_argument("--only-bubblewrap", action="store_true", help="only install bubblewrap (the grader's sandbox)")
+    ap.add_argument("--only-chromium", action="store_true",
+                    help="only install chromium (the browser test's; may be given with --only-bubblewrap)")
     args = ap.parse_args()
-    if args.only_bubblewrap:
-        ensure_bubblewrap()
+    if args.only_bubblewrap or args.only_chromium:
+        if args.only_bubblewrap:
+            ensure_bubblewrap()
+        if args.only_chromium:
+            ensure_chromium()
         return
     if sys.version_info < (3, 10):
         sys.exit(f"[bootstrap] gpucourse needs Python 3.10 or newer; this is {sys.version.split()[0]}.")
@@ -136,10 +182,11 @@ def main() -> None:
         run(pip + ["torch>=2.3"])
     else:
         install_cpu_torch(py, pip)
-    run(pip + ["-e", str(ROOT)])
+    run(pip + ["-e", f"{ROOT}[test]"])  # the course, and the test suite's extras (the browser test's playwright)
     run([py, "-c", "import gpucourse, torch; print('gpucourse ready: torch', torch.__version__, '|', "
                    "gpucourse.mode(), 'mode')"])
     ensure_bubblewrap()
+    ensure_chromium(install=False)
 
 
 if __name__ == "__main__":
