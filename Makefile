@@ -23,8 +23,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --nbval-current-env -p no:cacheprovider \
 		tests notebooks solutions exercises $(PYTEST_ARGS)
 
-# Rebuild exercises/ from solutions/ (run after editing a solution workbook).
+# Rebuild exercises/ from solutions/ (run after editing a solution workbook); the Colab badge and install cell first.
 regenerate: $(STAMP)
+	$(BIN)/python -m gpucourse.colab
 	$(BIN)/python -m gpucourse.workbooks
 
 # On a machine with an NVIDIA GPU: gpu tests, every notebook executed, benchmarks; results under benchmarks/results/.
