@@ -113,6 +113,8 @@ def test_folder_of_files_students(tmp_path):
     # Files given by name: the file's name, or its path where two share one.
     assert [e.student for e in gradebook.collect_files(["x/alice.py", "y/bob.py"])] == ["alice", "bob"]
     assert [e.student for e in gradebook.collect_files(["x/sub.py", "y/sub.py"])] == ["x/sub", "y/sub"]
+    # A file given twice is graded twice (tests/test_sandbox.py grades one file twice on purpose).
+    assert gradebook.to_grade(gradebook.collect_files(["a.py", "a.py"])) == ["a.py", "a.py"]
 
 
 def test_cells_are_inert_in_a_spreadsheet():
