@@ -468,16 +468,24 @@ def test_progress_on_a_terminal_is_a_bar_under_the_lines():
     term = _Terminal()
     bar = grader._Progress(3, True, term)
     assert term.getvalue().startswith("grading 3 submissions... [" + "." * grader._Progress.WIDTH + "] 0/3 done")
+    time.sleep(2.5 * grader._Progress.TICK_S)  # a long first submission: the bar's clock still moves
+    ticks = term.getvalue().count("\r\x1b[K")
+    assert ticks >= 1 and re.search(r"\r\x1b\[K[^\r]*\] 0/3 done, [1-9]\d* s$", term.getvalue()), \
+        repr(term.getvalue())
+    term.seek(0)
+    term.truncate()
     for i, status in enumerate(["passed", "crashed", "passed"]):
         bar.update(grader.Result(submission=f"s{i}\x1b[2J.py", status=status, score=1.0 if status == "passed"
                                  else 0.0, message="the process died: killed by SIGABRT after case 'n=1' failed: x",
                                  seconds=1.0))
     out = term.getvalue()
-    assert out.count("\r\x1b[K") == 3 and "\x1b[2J" not in out and "s0\\x1b[2J.py" in out
+    assert out.count("\r\x1b[K") >= 3 and "\x1b[2J" not in out and "s0\\x1b[2J.py" in out
     assert re.search(r"\r\x1b\[K\[1/3\] s0\\x1b\[2J\.py  passed   1\.00  \(1\.0 s\)\n\[#{10}\.{20}\] 1/3 done, \d+ s, "
                      r"about \d+ s left\r", out), repr(out)
     assert "[2/3] s1\\x1b[2J.py  crashed  0.00  (1.0 s)  the process died: killed by SIGABRT after case 'n=1'" in out
     assert out.endswith("[3/3] s2\\x1b[2J.py  passed   1.00  (1.0 s)\n")  # no bar left behind
+    time.sleep(1.5 * grader._Progress.TICK_S)
+    assert term.getvalue() == out  # the clock stopped with the last submission
     log = io.StringIO()
     plain = grader._Progress(2, True, log)
     plain.update(grader.Result(submission="a.py", status="passed", score=1.0, message="ok", seconds=2.0))

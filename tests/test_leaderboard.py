@@ -60,7 +60,8 @@ def test_not_ranked_and_said_why():
     report = _report([_result("fast", ms=0.001, suspicious=True,
                               flags=["speed above the device's physical limit: 9,000 GB/s"]),
                       _result("nospeed", flags=["speed could not be measured: RuntimeError: boom"]),
-                      _result("sneaky", ms=0.5, flags=["source walks the garbage collector (gc.get_objects/referrers)"]),
+                      _result("sneaky", ms=0.5,
+                              flags=["source walks the garbage collector (gc.get_objects/referrers)"]),
                       _result("slow", ms=2.0, met=False, flags=["below the speed target: 0.5x"]),
                       _result("ok", ms=1.0)])
     b = leaderboard.board(report, _names(report))

@@ -707,19 +707,39 @@ class _Progress:
 
     In a log (stderr not a terminal): one line per submission, ``[3/12] alice.py  passed    1.00  (4.2 s)``, with
     the start of the message when it did not pass. On a terminal: the same lines, and under them a bar redrawn in
-    place (``[#####.......] 3/12 done, 32 s, about 1 min left``), cleared when the batch ends. Paths are shown with
+    place (``[#####.......] 3/12 done, 32 s, about 1 min left``), its clock ticking each second while submissions
+    run, cleared when the batch ends. Paths are shown with
     control characters escaped (a file name could carry a terminal escape sequence)."""
 
     WIDTH = 30
 
     def __init__(self, total: int, enabled: bool, stream=None):
         self.total, self.done, self.enabled, self.lock = total, 0, enabled, threading.Lock()
+        self.closed = False
         self.stream = stream if stream is not None else sys.stderr
         self.tty = enabled and _isatty(self.stream)
         self.t0 = time.monotonic()
         if self.tty and total:
             self.stream.write(self.bar())
             self.stream.flush()
+            # the bar's clock ticks while a long submission runs (a class's batch is minutes), until the last one
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    TICK_S = 1.0
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(self.TICK_S)
+            with self.lock:
+                if self.done >= self.total or self.closed:
+                    return
+                self.stream.write("\r\033[K" + self.bar())
+                self.stream.flush()
+
+    def close(self) -> None:
+        """Stop the clock (the batch is over, or ended early); the last line was written by update()."""
+        with self.lock:
+            self.closed = True
 
     def bar(self) -> str:
         filled = self.WIDTH * self.done // max(1, self.total)
@@ -795,8 +815,11 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
         bar.update(r)
         return r
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(task, paths))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(task, paths))
+    finally:
+        bar.close()
     return {"exercise": ex.id, "environment": environment(), "isolation": isolation.to_dict(),
             "results": [r.to_dict() for r in results]}
 
