@@ -201,6 +201,13 @@ def test_instructor_mistakes_on_the_command_line(tmp_path):
     assert proc.returncode == 2 and "--assignment names an nbgrader assignment folder" in proc.stderr
     proc = _grade(["vector_add", str(tmp_path / "course"), "--assignment", "hw9"])
     assert proc.returncode == 2 and "no student handed in assignment 'hw9'" in proc.stderr
+    right = os.path.join(KNOWN, "right_basic.py")
+    proc = _grade(["vector_add", right, "--leaderboard", str(tmp_path / "board.txt")])
+    assert proc.returncode == 2 and "name it .md (Markdown) or .html" in proc.stderr
+    proc = _grade(["vector_add", right, "--gradebook", str(tmp_path / "no" / "such" / "grades.csv")])
+    assert proc.returncode == 2 and "its folder does not exist" in proc.stderr
+    proc = _grade(["vector_add", right, "--points", "0"])
+    assert proc.returncode == 2 and "--points must be > 0" in proc.stderr
     proc = _grade(["vector_add", str(tmp_path / "course" / "submitted" / "dave" / "00_start_here" / "answers.pdf")])
     assert proc.returncode == 2 and "must be a .py file or an .ipynb notebook" in proc.stderr
 

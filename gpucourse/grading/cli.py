@@ -93,7 +93,8 @@ def _usage_error(msg: str) -> int:
 
 def folder_submissions(folder: str) -> list:
     """Every .py and .ipynb file under ``folder``, sorted by path: hidden files and folders (.ipynb_checkpoints),
-    __pycache__ and expected.py left out."""
+    __pycache__ and expected.py left out (main() reads folders through gradebook.collect_folder, which gives the
+    same files in the same order, grouped by student)."""
     found = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
@@ -149,8 +150,14 @@ def main(argv=None) -> int:
         print(f"gpucourse grade: note: {note}", file=sys.stderr)
     if not paths:
         return _usage_error("nothing to grade: no student has a .py or .ipynb submission (see the notes above)")
-    if args.timeout <= 0 or args.jobs < 1:
-        return _usage_error("--timeout must be > 0 and --jobs >= 1")
+    if args.timeout <= 0 or args.jobs < 1 or args.points <= 0:
+        return _usage_error("--timeout and --points must be > 0 and --jobs >= 1")
+    for page in args.leaderboard:  # said before grading, not after a class's batch has run
+        if not page.lower().endswith((".md", ".markdown", ".html", ".htm")):
+            return _usage_error(f"--leaderboard {gradebook.printable(page)}: name it .md (Markdown) or .html")
+    for out in [args.json, args.csv, args.gradebook, *args.leaderboard]:
+        if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+            return _usage_error(f"{gradebook.printable(out)}: its folder does not exist")
     try:
         isolation = sandbox.detect(args.isolation)
     except (ValueError, RuntimeError) as exc:
