@@ -160,7 +160,10 @@ OUTPUTS = """(reprs) => {
       rows.push({cell: i, mime: o.getAttribute('data-mime-type'), text: text.slice(0, 300),
                  raw_widget: reprs.some(r => text.startsWith(r)),
                  images: Array.from(o.querySelectorAll('img')).map(im => [im.complete, im.naturalWidth]),
-                 widgets: o.querySelectorAll('.jupyter-widgets').length});
+                 widgets: o.querySelectorAll('.jupyter-widgets').length,
+                 is_widget: o.classList.contains('jupyter-widgets') ||
+                            o.getAttribute('data-mime-type') === 'application/vnd.jupyter.widget-view+json',
+                 widget_error: /^(Error displaying widget|Loading widget)/.test(text)});
     });
   });
   return rows;
@@ -312,6 +315,8 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
             shot = lab["shots"] / (rel.replace("/", "__") + "-before-run.png")
             page.screenshot(path=str(shot))
             print(f"\n{rel}: screenshot of its saved outputs before running: {shot}")
+        # Clear the saved outputs and execution counts first (not saved): what shows afterwards is this run's.
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
         ran = page.evaluate(RUN_ALL, int(PER_NOTEBOOK_S * 1000)) if not problems else "not run"
         run_s = time.time() - t0
         cells = page.evaluate(CELLS)
@@ -335,19 +340,26 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
         if unrun and ran == "done":
             problems.append(f"cells never ran: {unrun[:5]}")
             first_bad = unrun[0] if first_bad is None else first_bad
-        time.sleep(0.5)  # images and widget views attach after their output message
-        for row in page.evaluate(OUTPUTS, list(WIDGET_REPR)):
+        deadline = time.time() + 10  # images and widget views attach after their output message
+        while True:
+            rows = page.evaluate(OUTPUTS, list(WIDGET_REPR))
+            if time.time() > deadline or not any(r["text"].startswith("Loading widget") for r in rows):
+                break
+            time.sleep(0.5)
+        for row in rows:
             bad = [im for im in row["images"] if not im[0] or im[1] == 0]
             if bad:
                 problems.append(f"cell {row['cell']}: an image did not load ({row['mime']})")
-            widget = row["mime"] == "application/vnd.jupyter.widget-view+json"
-            if row["raw_widget"] or (widget and (row["widgets"] == 0 or row["text"].startswith(
-                    ("Error displaying widget", "Loading widget")))):
+            unrendered = row["raw_widget"] or row["widget_error"] or (row["is_widget"] and row["widgets"] == 0)
+            if unrendered:  # e.g. "Error displaying widget: model not found"
                 problems.append(f"cell {row['cell']}: a widget did not render: {row['text'][:80]!r}")
-            if bad or row["raw_widget"] or widget and row["widgets"] == 0:
+            if bad or unrendered:
                 first_bad = row["cell"] if first_bad is None else first_bad
         if rel == "notebooks/03_memory_hierarchy.ipynb" and not problems:
             seen = _drive_explorer(page, problems)
+            shot = lab["shots"] / "notebooks__03_explorer-after-changes.png"
+            page.screenshot(path=str(shot))
+            print(f"\n{rel}: the explorer after its last change: {shot}")
         if problems:
             if first_bad is not None:
                 page.evaluate(SCROLL_TO, first_bad)
@@ -356,6 +368,11 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
             print(f"\n{rel}: screenshot of the problem: {shot}")
         print(f"\n{rel}: Run All {run_s:.1f} s" + (f"; explorer after each change: {seen}" if seen else ""))
     finally:
+        for _ in range(5):  # a dialog left open (a dead kernel's "Kernel Restarting") would block the next notebook
+            if not page.locator(".jp-Dialog").count():
+                break
+            page.keyboard.press("Escape")
+            time.sleep(0.3)
         page.evaluate(CLOSE)
     assert not problems, f"{rel} in JupyterLab:\n  " + "\n  ".join(problems)
     if saved_problems:

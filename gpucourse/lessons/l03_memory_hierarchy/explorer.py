@@ -155,7 +155,7 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
     sizes["inputs"] = W.Dropdown(options=[1, 2], value=int(choice.get("inputs", 1)), description="inputs")
     do_measure = W.Checkbox(value=False, description="measure on this GPU", disabled=measure is None)
     text = W.HTML()
-    plot = W.Image(format="png")
+    plot = W.Image(format="png", layout=W.Layout(align_self="flex-start", max_width="100%"))  # its own size
     plot.add_class("gpucourse-roofline-plot")
 
     def current() -> dict:
