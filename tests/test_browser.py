@@ -33,7 +33,8 @@ REQUIRED = os.environ.get("GPUCOURSE_BROWSER_TEST", "") == "required"
 NOTEBOOKS = [f"{d}/{p.name}" for d in ("notebooks", "exercises") for p in sorted((ROOT / d).glob("*.ipynb"))]
 PER_NOTEBOOK_S = float(os.environ.get("GPUCOURSE_BROWSER_TIMEOUT", "150"))  # Run All, per notebook
 TOKEN = "gpucourse-browser-test"
-WIDGET_REPR = ("VBox(", "HBox(", "Dropdown(", "IntSlider(", "Output(", "Tab(", "Button(", "Checkbox(")
+# A widget's repr, as ipywidgets writes it in text/plain: "VBox(children=(...", "interactive(children=(...".
+WIDGET_REPR = r"^[A-Za-z]+\((children|value|description|options|layout)="
 
 # JupyterLab settings for the test's own server: no autosave (the lab must never write a notebook), no news popup,
 # and every cell attached to the page (by default cells far below the view are not, so their outputs can't be read).
@@ -150,7 +151,7 @@ OPEN = """async (path) => {
 KERNEL = """() => { const k = window.__nb.sessionContext.session?.kernel; return k ? k.status : 'none'; }"""
 
 # The outputs' DOM: mime type, text, images, widgets, and whether each shows a raw widget repr.
-OUTPUTS = """(reprs) => {
+OUTPUTS = """(repr) => {
   const w = window.__nb;
   const rows = [];
   w.content.widgets.forEach((cell, i) => {
@@ -158,7 +159,7 @@ OUTPUTS = """(reprs) => {
     cell.node.querySelectorAll('.jp-OutputArea-output').forEach(o => {
       const text = (o.textContent || '').trim();
       rows.push({cell: i, mime: o.getAttribute('data-mime-type'), text: text.slice(0, 300),
-                 raw_widget: reprs.some(r => text.startsWith(r)),
+                 raw_widget: new RegExp(repr).test(text),
                  images: Array.from(o.querySelectorAll('img')).map(im => [im.complete, im.naturalWidth]),
                  widgets: o.querySelectorAll('.jupyter-widgets').length,
                  is_widget: o.classList.contains('jupyter-widgets') ||
@@ -235,8 +236,9 @@ def _wait_idle(page, seconds: float) -> str:
 
 
 def _stale_saved_widget(rel: str) -> bool:
-    """True when the notebook file's saved widget outputs predate the static fallback (a widget view with no
-    image/png beside it): the committed output of a run made before the explorer's fix."""
+    """True when a saved widget output in the notebook file has no static fallback (a widget view with no image/png
+    beside it). Lesson 03's explorer writes one since its fix; its committed output (an H100 run) predates that, and
+    lesson 06's wave-model explorer (ipywidgets.interact) writes none."""
     nb = json.loads((ROOT / rel).read_text())
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
@@ -305,7 +307,7 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
         problems.append(f"the kernel did not start (status {status!r})")
     first_bad = None
     try:
-        for row in page.evaluate(OUTPUTS, list(WIDGET_REPR)):  # what the file shows before anything runs
+        for row in page.evaluate(OUTPUTS, WIDGET_REPR):  # what the file shows before anything runs
             if row["raw_widget"]:
                 saved_problems.append(f"cell {row['cell']}: the saved output shows raw widget text "
                                       f"{row['text'][:60]!r}")
@@ -342,7 +344,7 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
             first_bad = unrun[0] if first_bad is None else first_bad
         deadline = time.time() + 10  # images and widget views attach after their output message
         while True:
-            rows = page.evaluate(OUTPUTS, list(WIDGET_REPR))
+            rows = page.evaluate(OUTPUTS, WIDGET_REPR)
             if time.time() > deadline or not any(r["text"].startswith("Loading widget") for r in rows):
                 break
             time.sleep(0.5)
@@ -377,6 +379,6 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
     assert not problems, f"{rel} in JupyterLab:\n  " + "\n  ".join(problems)
     if saved_problems:
         if _stale_saved_widget(rel):
-            pytest.xfail(f"{rel}: its committed outputs predate the explorer's static fallback and show raw widget "
-                         f"text until the notebook is executed again: {saved_problems[0]}")
+            pytest.xfail(f"{rel}: a saved widget output has no static fallback (image/png beside the widget view), "
+                         f"so before the notebook runs JupyterLab shows its raw text: {saved_problems[0]}")
         pytest.fail(f"{rel} before running:\n  " + "\n  ".join(saved_problems))
