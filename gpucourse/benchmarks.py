@@ -187,14 +187,15 @@ def run(names=None, out: str | None = None, log=print, on_result=None) -> dict:
         raise KeyError(f"unknown benchmark(s): {sorted(unknown)}; known: {sorted(reg)}")
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "environment": env.versions(), "results": {}}
-    for name, entry in reg.items():
-        if names and name not in names:
-            continue
+    chosen = [(name, entry) for name, entry in reg.items() if not names or name in names]
+    t_all = time.perf_counter()
+    for k, (name, entry) in enumerate(chosen, 1):
         if entry["gpu_only"] and not device.on_gpu():
-            log(f"[skip] {name}: needs a GPU (CPU mode)")
+            log(f"[skip {k}/{len(chosen)}] {name}: needs a GPU (CPU mode)")
             doc["results"][name] = {"skipped": "needs a GPU"}
             continue
-        log(f"[run ] {name} (lesson {entry['lesson']}) ...")
+        log(f"[run  {k}/{len(chosen)}] {name} (lesson {entry['lesson']}) ... "
+            f"({time.perf_counter() - t_all:.0f} s so far)")
         t0 = time.perf_counter()
         try:
             res = evaluate(name, entry["fn"]())

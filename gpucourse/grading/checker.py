@@ -507,9 +507,12 @@ def measure_perf(ex, fn, prepared: dict | None = None) -> dict | None:
         base = timing.bench(ex.reference, *args, bytes=nbytes, name="reference")
         ratio = base.median_ms / mine.median_ms
         what = f"{ratio:.2f}x the speed of the reference ({mine.median_ms:.3f} ms vs {base.median_ms:.3f} ms)"
+    pct = mine.pct_of_peak_bw if mine.pct_of_peak_bw is not None else mine.pct_of_peak_flops
     return {"ratio": ratio, "target": ex.perf.target, "met": ratio >= ex.perf.target,
             "suspicious": mine.suspicious, "text": f"{what}; target >= {ex.perf.target:g}x",
-            "warnings": list(mine.warnings)}
+            "warnings": list(mine.warnings),
+            # the spread of the submission's own times and its share of the ceiling: the leaderboard's ties
+            "ms": mine.median_ms, "q25_ms": mine.q25_ms, "q75_ms": mine.q75_ms, "pct_of_peak": pct}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
