@@ -41,3 +41,16 @@ def test_without_ipython_the_fallback_also_keeps_a_continuation_line_as_code(tmp
     assert ns["msg"] == "n=3" and ns["flag"] is True and ns["total"] == 3
     assert ns["doc"] == "\n%not a magic\n"  # inside a string: text
     assert ns["last"] == 1 and ns["timed"] == 6  # a magic inside a loop body is still a magic
+
+
+def test_the_colab_install_cell_of_a_submitted_workbook_is_never_run(tmp_path, monkeypatch):
+    """A submitted workbook starts with the generated Colab install cell (gpucourse.colab). A grading worker never runs
+    it, even where the Colab marker is set: it would clone and pip-install inside the sandbox."""
+    from gpucourse import colab
+
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "simulated")
+    install = colab.FIRST_LINE + "\nraise SystemExit('the install cell ran')"
+    path = _notebook(tmp_path, install, "answer = 42")
+    ns = {"get_ipython": worker.NoIPython}
+    exec(compile(worker.notebook_source(path), path, "exec"), ns)
+    assert ns["answer"] == 42

@@ -65,8 +65,13 @@ def notebook_source(path: str) -> str:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:
         TransformerManager = None
+    from ..colab import FIRST_LINE  # the generated Colab install cell: never run by a grading worker
+
     parts = []
     for i, source in enumerate(code_cells(path)):
+        if source.lstrip().startswith(FIRST_LINE):
+            parts.append(f"# cell {i}: the Colab install cell, skipped\n")
+            continue
         if TransformerManager is not None:
             parts.append(f"# cell {i}\n{TransformerManager().transform_cell(source)}\n")
             continue
