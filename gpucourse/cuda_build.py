@@ -367,7 +367,7 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
         _by_args[args_key] = _modules[key]
         return _modules[key]
     require_tools(ninja=True)
-    module = _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose)
+    module = _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose, first_key=key)
     module.kernels_source = kernels
     _modules[key] = _by_args[args_key] = module
     return module
@@ -389,7 +389,7 @@ def layouts(kernels: str, binding: str) -> list:
     return ["split", "inline"]
 
 
-def _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose):
+def _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose, first_key: str | None = None):
     """Build the first layout of ``plan`` that builds. Any failure of ``host`` (the binding moved out of the .cu
     file: a launch it could not carry over, a type or macro of the kernels that the binding used, a kernel symbol
     that did not link) hands over to ``split``; ``split`` hands over to ``inline`` only when nvcc's device pass alone
@@ -398,8 +398,8 @@ def _load_planned(name, plan, kernels, binding, cpp, functions, flags, verbose):
     for i, layout in enumerate(plan):
         last = i == len(plan) - 1
         try:
-            return _load(name, _key(kernels, binding, cpp, functions, flags, layout), kernels, binding, cpp,
-                         functions, flags, verbose, layout)
+            key = first_key if i == 0 and first_key else _key(kernels, binding, cpp, functions, flags, layout)
+            return _load(name, key, kernels, binding, cpp, functions, flags, verbose, layout)
         except (CudaCompileError, ImportError) as exc:
             if last:
                 raise

@@ -324,13 +324,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
     lock = gpulock.GpuLock(gpu_index(gpu)) if on_gpu else None
     replied = []  # the worker's first message arrived (so a sandbox that did not start is told apart)
-    argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
-            "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
-    if isolation.sandboxed:
-        argv = sandbox.command(isolation, argv, tmp, path, on_gpu)
-        env, seen_as = _worker_env(gpu, sandbox.INSIDE_TMP), sandbox.inside_path(path)
-    else:
-        env, seen_as = _worker_env(gpu, tmp), os.path.abspath(path)
+    argv, env, seen_as = _worker_command(path, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb)
     if prebuilt:
         env.update(_build_env())
     try:
@@ -405,6 +399,18 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     return result
 
 
+def _worker_command(path: str, tmp: str, isolation, gpu: str | None, gpu_nodes: bool, to_r: int, from_w: int,
+                    mem_mb: int) -> tuple:
+    """(argv, env, the submission's path as the worker sees it) for a worker on the channel ``to_r``/``from_w``,
+    in the sandbox where ``isolation`` has one (with the GPU device nodes bound in when ``gpu_nodes``)."""
+    argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
+            "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
+    if isolation.sandboxed:
+        return (sandbox.command(isolation, argv, tmp, path, gpu_nodes), _worker_env(gpu, sandbox.INSIDE_TMP),
+                sandbox.inside_path(path))
+    return argv, _worker_env(gpu, tmp), os.path.abspath(path)
+
+
 def _build_env() -> dict:
     """What both workers of a CUDA submission get, so they compute the same build: the GPU's arch for the course's
     build key and for torch's nvcc flags (a worker that sees no GPU would otherwise build for every arch)."""
@@ -428,13 +434,7 @@ def _prebuild(ex, path: str, tmp: str, isolation, deadline: float, mem_mb: int) 
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
     proc = None
-    argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
-            "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
-    if isolation.sandboxed:
-        argv = sandbox.command(isolation, argv, tmp, path, False)
-        env, seen_as = _worker_env(None, sandbox.INSIDE_TMP), sandbox.inside_path(path)
-    else:
-        env, seen_as = _worker_env(None, tmp), os.path.abspath(path)
+    argv, env, seen_as = _worker_command(path, tmp, isolation, None, False, to_r, from_w, mem_mb)
     env.update(_build_env(), GPUCOURSE_MODE="cpu", CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
     env[cuda_build.PREBUILD_ENV] = "1"
     nonce = os.urandom(16).hex()
