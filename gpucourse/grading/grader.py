@@ -368,12 +368,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
         result.message = f"the worker sent a malformed message ({exc}); the submission tampered with the channel?"
         result.flags.append("tampered with the grader's channel")
     finally:
-        for fd in (to_r, to_w, from_r, from_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        _close(to_r, to_w, from_r, from_w)
         if proc is not None:
             _kill_group(proc)
         for cap in (out_cap, err_cap):
@@ -397,6 +392,16 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
         result.timing = ("not timed (CPU mode)" if not on_gpu else "not timed (no speed target)"
                          if ex.perf is None else "not timed (did not pass)")
     return result
+
+
+def _close(*fds) -> None:
+    """Close the channel's file descriptors that are still open (None: already handed to the worker)."""
+    for fd in fds:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _worker_command(path: str, tmp: str, isolation, gpu: str | None, gpu_nodes: bool, to_r: int, from_w: int,
@@ -455,12 +460,7 @@ def _prebuild(ex, path: str, tmp: str, isolation, deadline: float, mem_mb: int) 
     except (protocol.Timeout, protocol.Closed, protocol.Malformed, OSError):
         pass
     finally:
-        for fd in (to_r, to_w, from_r, from_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        _close(to_r, to_w, from_r, from_w)
         if proc is not None:
             _kill_group(proc)
 
