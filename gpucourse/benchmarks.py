@@ -129,6 +129,20 @@ def run_in_child(name: str, timeout_s: float = 300) -> dict:
             return json.load(f)
 
 
+def results_dir() -> str:
+    """The checkout's ``benchmarks/results/``: the committed recorded runs."""
+    from .workbooks import ROOT
+
+    return os.path.join(ROOT, "benchmarks", "results")
+
+
+def recorded(name: str) -> dict:
+    """The committed results file ``benchmarks/results/<name>``, read as JSON: what a lesson shows, labelled as
+    recorded, where it cannot measure (CPU mode, counters not permitted, a single GPU)."""
+    with open(os.path.join(results_dir(), name)) as f:
+        return json.load(f)
+
+
 def _read_results(path: str) -> dict:
     if not os.path.exists(path):
         return {"results": {}}

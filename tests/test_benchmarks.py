@@ -383,3 +383,13 @@ def test_gpu_suite_archive_keeps_what_notebooks_recorded_when_a_run_is_cut(tmp_p
     with tarfile.open(archive) as tar:
         doc = json.load(tar.extractfile(next(n for n in tar.getnames() if n.endswith("/fake.json"))))
     assert "recorded_by_00" in doc["results"]
+
+
+def test_recorded_reads_a_committed_results_file_and_names_a_missing_one():
+    """The one reader of benchmarks/results/ that lessons use to show a recorded run (lessons 06, 07, 09, 10)."""
+    from gpucourse import benchmarks
+
+    doc = benchmarks.recorded("h100.json")
+    assert "results" in doc and "environment" in doc
+    with pytest.raises(FileNotFoundError, match="no-such-run.json"):
+        benchmarks.recorded("no-such-run.json")

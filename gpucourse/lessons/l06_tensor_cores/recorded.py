@@ -2,22 +2,19 @@
 cells that cannot measure on this machine: they show the recorded figure, labelled as such."""
 from __future__ import annotations
 
-import json
 import os
+
+from gpucourse import benchmarks
 
 FILES = ("h100-explore-tensor-cores.json", "h100-explore-tensor-cores-2.json")
 
 
 def h100() -> dict:
     """Every recorded section, later files overriding earlier ones, with the environment they were measured in."""
-    from gpucourse.workbooks import ROOT
-
     out = {"results": {}, "environment": None}
     for name in FILES:
-        path = os.path.join(ROOT, "benchmarks", "results", name)
-        if os.path.exists(path):
-            with open(path) as f:
-                doc = json.load(f)
+        if os.path.exists(os.path.join(benchmarks.results_dir(), name)):
+            doc = benchmarks.recorded(name)
             out["results"].update({k: v for k, v in doc["results"].items() if "error" not in v})
             out["environment"] = doc.get("environment")
     return out
@@ -32,7 +29,4 @@ def label(doc: dict) -> str:
 def ratio_fp8_over_bf16(doc: dict) -> float:
     """fp8_matmul (fast accumulation) over lesson 05's bf16 Triton matmul at 8192³ as recorded (the first
     exploration run, whose fp8_matmul used fast accumulation)."""
-    from gpucourse.workbooks import ROOT
-
-    with open(os.path.join(ROOT, "benchmarks", "results", FILES[0])) as f:
-        return json.load(f)["results"]["bf16_triton"]["fp8_over_l05_bf16"]
+    return benchmarks.recorded(FILES[0])["results"]["bf16_triton"]["fp8_over_l05_bf16"]

@@ -3,8 +3,8 @@
 shows it, labelled, in both modes (profiling needs the GPU and permission to read its counters)."""
 from __future__ import annotations
 
-import json
-import os
+
+from gpucourse import benchmarks
 
 FILE = "h100-explore-quant-words.json"
 
@@ -12,10 +12,7 @@ FILE = "h100-explore-quant-words.json"
 def profile() -> dict:
     """The recorded run: ncu figures per kernel, instruction counts, and the best speed-ups of the word-wise
     variants against the lesson kernels in the same runs."""
-    from gpucourse.workbooks import ROOT
-
-    with open(os.path.join(ROOT, "benchmarks", "results", FILE)) as f:
-        doc = json.load(f)
+    doc = benchmarks.recorded(FILE)
     ncu = doc["ncu_8192x8192"]
     best, lesson = [], []
     for key in ("round5_words_3d", "round6_wide_steps"):

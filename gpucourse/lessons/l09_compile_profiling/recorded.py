@@ -3,8 +3,7 @@
 here (CPU mode, or a GPU that refuses them: ERR_NVGPUCTRPERM)."""
 from __future__ import annotations
 
-import json
-import os
+from gpucourse import benchmarks
 
 FILE = "h100-explore-compile09.json"
 
@@ -18,10 +17,7 @@ _COLUMNS = (("DRAM % of peak", "dram__throughput.avg.pct_of_peak_sustained_elaps
 
 
 def load() -> dict:
-    from gpucourse.workbooks import ROOT
-
-    with open(os.path.join(ROOT, "benchmarks", "results", FILE)) as f:
-        return json.load(f)
+    return benchmarks.recorded(FILE)
 
 
 def _value(k: dict, key: str):

@@ -12,9 +12,10 @@ import tempfile
 
 import torch
 
+from gpucourse import benchmarks
+
 # NVLink multicast off in every launched process (the recorded run's setting; see the lesson).
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "benchmarks", "results")
 
 
 def gpus() -> int:
@@ -52,11 +53,10 @@ def torchrun(task: str, nproc: int = 2, args: tuple = (), timeout: float = 600, 
 
 def recorded() -> dict | None:
     """The newest committed multi-GPU run of this lesson (``benchmarks/results/*-multi-gpu10.json``), or None."""
-    paths = sorted(glob.glob(os.path.join(os.path.normpath(RESULTS), "*-multi-gpu10.json")))
+    paths = sorted(glob.glob(os.path.join(benchmarks.results_dir(), "*-multi-gpu10.json")))
     if not paths:
         return None
-    with open(paths[-1]) as f:
-        res = json.load(f)
+    res = benchmarks.recorded(os.path.basename(paths[-1]))
     res["file"] = "benchmarks/results/" + os.path.basename(paths[-1])
     return res
 
