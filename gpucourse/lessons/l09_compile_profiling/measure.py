@@ -125,8 +125,9 @@ def kernel_source(code: str, name: str, max_lines: int = 40) -> str:
     return "\n".join(lines[:max_lines]) + ("\n    ..." if len(lines) > max_lines else "")
 
 
-def gpu_kernel_count(fn, *args) -> int | None:
-    """How many GPU kernels one call of ``fn`` launches (from the profiler); None in CPU mode."""
+def gpu_ops(fn, *args) -> dict | None:
+    """What one call of ``fn`` runs on the GPU, from the profiler: each kernel's (and copy's, memset's) name and how
+    many times; None in CPU mode. A CUDA graph's copies of new inputs into its own buffers show here too."""
     if not device.on_gpu():
         return None
     from torch.profiler import ProfilerActivity, profile
@@ -136,8 +137,17 @@ def gpu_kernel_count(fn, *args) -> int | None:
     with timeline.quiet_profiler(), profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn(*args)
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset")))
+    ops: dict = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            ops[e.name] = ops.get(e.name, 0) + 1
+    return ops
+
+
+def gpu_kernel_count(fn, *args) -> int | None:
+    """How many GPU kernels one call of ``fn`` launches (copies and memsets aside); None in CPU mode."""
+    ops = gpu_ops(fn, *args)
+    return None if ops is None else sum(n for name, n in ops.items() if not name.startswith(("Memcpy", "Memset")))
 
 
 def eager_op_count(fn, *args) -> int:
@@ -457,26 +467,8 @@ def rmsnorm_point(rows: int, cols: int, rounds: int = 3) -> dict:
             "dtype": low.dtype, "copy_gbps": copy, "compile_s": compile_s, "bytes": nbytes,
             "compiled_kernels": [name for name, _ in g["kernels"]], "compiled_extern": g["extern"],
             "compiled_kernels_no_cudagraphs": [name for name, _ in g_nocg["kernels"]],
-            "kernel_launches_per_call": {"torch.compile max-autotune": measure_launches(tuned, x, r, w),
-                                         "torch.compile max-autotune-no-cudagraphs": measure_launches(nocg, x, r, w)}}
-
-
-def measure_launches(fn, *args) -> dict:
-    """What one call of ``fn`` runs on the GPU, from the profiler: kernel names and memcpy counts (a CUDA graph's
-    input copies show as copies before the replay)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn(*args, 1e-6)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args, 1e-6)
-        torch.cuda.synchronize()
-    names: dict = {}
-    for e in prof.events():
-        if e.device_type is not None and str(e.device_type).endswith("CUDA"):
-            key = e.name[:60]
-            names[key] = names.get(key, 0) + 1
-    return names
+            "kernel_launches_per_call": {"torch.compile max-autotune": gpu_ops(tuned, x, r, w, 1e-6),
+                                         "torch.compile max-autotune-no-cudagraphs": gpu_ops(nocg, x, r, w, 1e-6)}}
 
 
 @contextlib.contextmanager
