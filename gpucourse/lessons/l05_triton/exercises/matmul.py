@@ -1,7 +1,7 @@
 """Lesson 05's third exercise: a tiled matrix multiplication in Triton, on tensor cores, for any shape."""
 from __future__ import annotations
 
-from gpucourse import device
+from gpucourse import device, dtypes
 from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, above_pow2, between
 
 STATEMENT = """\
@@ -21,7 +21,7 @@ allocating, viewing, copying, casting and filling tensors is fine.
 
 def _bf16_or_fp16() -> str:
     # bfloat16 cases need bf16 tensor cores (Ampere and later); a T4 checks them in float16 instead.
-    return "bfloat16" if not device.on_gpu() or device.has_bf16() else "float16"
+    return dtypes.for_device("bfloat16", say=False).dtype
 
 
 def make_inputs(params: dict, gen) -> tuple:

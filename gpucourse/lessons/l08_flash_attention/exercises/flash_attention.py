@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from gpucourse import device
+from gpucourse import device, dtypes
 from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, between
 
 STATEMENT = """\
@@ -54,7 +54,7 @@ _TORCH_ATTENTION = ("aten.mm", "aten.bmm", "aten.matmul", "aten.addmm", "aten.ba
 
 def _low() -> str:
     # bfloat16 cases need bf16 tensor cores (Ampere and later); a T4 checks them in float16 instead.
-    return "bfloat16" if not device.on_gpu() or device.has_bf16() else "float16"
+    return dtypes.for_device("bfloat16", say=False).dtype
 
 
 def make_inputs(params: dict, gen) -> tuple:
