@@ -15,9 +15,13 @@ EXPECTED = {
     "wrong_float32_output.py": {"status": "failed", "message": "wrong dtype: expected bfloat16, got float32"},
     "wrong_torch_not_triton.py": {"status": "failed", "message": "no Triton kernel was launched",
                                   "flags": ["calls aten.mm"]},
+    # On FP8 operands the cheat calls torch._scaled_mm; on float16 stand-ins (a Triton interpreter or GPU without
+    # FP8, as on one CI machine) it falls back to `@`: either way the case names the matmul op it called.
     "cheat_scaled_mm_behind_dummy_kernel.py": {"status": "failed",
-                                               "message": "calls aten._scaled_mm.default: this exercise asks for your "
-                                                          "own kernel",
-                                               "flags": ["calls aten._scaled_mm"]},
+                                               "message": ["calls aten._scaled_mm.default: this exercise asks for "
+                                                           "your own kernel",
+                                                           "calls aten.mm.default: this exercise asks for your own "
+                                                           "kernel"],
+                                               "flags": ["the torch op this exercise asks to implement"]},
 }
 GPU_ONLY = False
