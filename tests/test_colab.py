@@ -1,6 +1,6 @@
 """Colab: every notebook a learner opens carries the generated badge and install cell; the cell does nothing off
-Colab, and on Colab (simulated: the runtime's marker, a fresh virtual environment) it installs the course with the
-lessons extra only and the notebook's next cell runs."""
+Colab, and on Colab (simulated: the runtime's marker, a fresh virtual environment) it installs the course with its
+light dependencies only (no lab or test extras) and the notebook's next cell runs."""
 from __future__ import annotations
 
 import ast
@@ -55,7 +55,8 @@ def test_problems_catches_a_missing_badge_a_stale_cell_and_a_second_install_cell
     assert colab.problems(wrong_link, "solutions/00_start_here.ipynb")  # the badge opens another path
     stale = json.loads(json.dumps(good))
     code = next(c for c in stale["cells"] if c["cell_type"] == "code")
-    code["source"] = [line.replace('"numpy", ', "") for line in code["source"]]
+    code["source"] = [line.replace('"-q", ', "") for line in code["source"]]
+    assert code["source"] != next(c for c in good["cells"] if c["cell_type"] == "code")["source"]
     assert "differs from the generated one" in colab.problems(stale, rel)[0]
     twice = json.loads(json.dumps(good))
     twice["cells"].insert(5, json.loads(json.dumps(code)))
@@ -97,16 +98,14 @@ def test_the_repository_url_is_written_once_and_used_by_every_badge_and_cell():
         assert f'"{url}"' in cell and cell == colab.install_source(), rel
 
 
-def test_lessons_extra_is_light_and_the_dependencies_split_into_extras():
+def test_the_dependencies_are_light_and_lab_and_test_are_extras():
     project = _pyproject()
     extras = project["optional-dependencies"]
-    lessons = {_name(r) for r in extras["lessons"]}
-    assert lessons and not lessons & LAB_AND_TEST, "a notebook host must not get jupyterlab, nbval or pytest"
     base = {_name(r) for r in project["dependencies"]}
-    split = lessons | {_name(r) for r in extras["lab"]} | {_name(r) for r in extras["test"]}
-    assert base <= split, f"dependencies in no extra: {sorted(base - split)}"
-    assert lessons <= base
-    assert colab.lesson_requirements() == extras["lessons"]
+    assert base and not base & LAB_AND_TEST, "a notebook host must not get jupyterlab, nbval or pytest"
+    assert {"jupyterlab", "ipykernel"} <= {_name(r) for r in extras["lab"]}
+    assert {"nbval", "pytest", "pytest-xdist", "playwright"} <= {_name(r) for r in extras["test"]}
+    assert colab.lesson_requirements() == project["dependencies"]
 
 
 # Import name -> distribution; None: provided by the Jupyter kernel or optional (imported under try).
@@ -127,7 +126,7 @@ def _imports(source: str) -> set:
     return out - set(sys.stdlib_module_names)
 
 
-def test_lessons_extra_covers_everything_the_kit_and_the_notebooks_import():
+def test_the_dependencies_cover_everything_the_kit_and_the_notebooks_import():
     lessons = {_name(r) for r in colab.lesson_requirements()}
     found = {}
     for folder, _, files in os.walk(os.path.join(ROOT, "gpucourse")):
@@ -143,9 +142,9 @@ def test_lessons_extra_covers_everything_the_kit_and_the_notebooks_import():
                     for mod in _imports("".join(c["source"])):
                         found.setdefault(mod, rel)
     unknown = {m: where for m, where in found.items() if m not in _DIST}
-    assert not unknown, f"imported but not in the lessons extra (or _DIST): {unknown}"
+    assert not unknown, f"imported but not in the dependencies (or _DIST): {unknown}"
     missing = {_DIST[m] for m in found if _DIST[m]} - lessons
-    assert not missing, f"the lessons extra lacks {sorted(missing)}"
+    assert not missing, f"the dependencies lack {sorted(missing)}"
     assert "ninja" in lessons  # not imported: torch's C++ extension builder (lesson 04) runs it
 
 
@@ -184,8 +183,7 @@ def test_install_cell_on_colab_issues_clone_and_the_light_pip_commands(monkeypat
     course = str(tmp_path / "gpucourse")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     assert rec.calls == [["git", "clone", "-q", "--depth", "1", colab.repository(), course],
-                         pip + ["--no-deps", "-e", course],
-                         pip + colab.lesson_requirements()]
+                         pip + ["-e", course]]
     assert sys.path[0] == course  # the running kernel can import the course without a restart
     flat = {_name(a) for call in rec.calls for a in call}
     assert not flat & {"jupyterlab", "nbval", "pytest", "pytest-xdist", "playwright"}

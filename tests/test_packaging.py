@@ -1,4 +1,5 @@
-"""pyproject.toml and environment.yml name the same dependencies; the entry point exists."""
+"""environment.yml (a local lab that runs the tests) names pyproject.toml's dependencies plus its lab and test extras;
+the entry point exists."""
 import re
 import tomllib
 from pathlib import Path
@@ -11,8 +12,10 @@ def _name(requirement: str) -> str:
 
 
 def pyproject_deps() -> set:
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return {_name(r) for r in data["project"]["dependencies"]}
+    """The dependencies and the lab and test extras: what `make install` puts in .venv (scripts/bootstrap.py)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    return {_name(r) for r in [*project["dependencies"], *extras["lab"], *extras["test"]]}
 
 
 def environment_deps() -> set:
