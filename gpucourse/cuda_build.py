@@ -160,8 +160,8 @@ def device_arch() -> str:
     the grader set it (its GPU's, for a worker that sees none)."""
     if re.fullmatch(r"sm_\d+a?", os.environ.get(ARCH_ENV, "")):
         return os.environ[ARCH_ENV]
-    sm = device.sm_number()
-    return f"sm_{sm}" if sm else DEFAULT_ARCH
+    p = device.hardware_props()  # the real GPU's, even where $GPUCOURSE_CAPABILITY lowers what lessons see
+    return f"sm_{p.sm}" if p else DEFAULT_ARCH
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -172,8 +172,40 @@ class DeviceProps:
         return self.major * 10 + self.minor
 
 
-def props(index: int | None = None) -> DeviceProps | None:
-    """Properties of the current CUDA device, or None in CPU mode."""
+# $GPUCOURSE_CAPABILITY limits the compute capability the course sees (never raises it): "7.5" or "T4" makes every
+# lesson choose what a T4 has (fp16, no bf16/TF32/FP8) while its kernels run on the GPU that is there. It is how a
+# whole lesson is run as a T4 or an A100 would run it on a newer GPU (benchmarks/gpu_suite.py --capability T4); the
+# SM count, memory and cache stay the real device's, and the name says that the capability is limited.
+CAPABILITY_ENV = "GPUCOURSE_CAPABILITY"
+CAPABILITY_NAMES = {"T4": (7, 5), "V100": (7, 0), "A100": (8, 0), "A10": (8, 6), "L4": (8, 9), "H100": (9, 0)}
+
+
+def capability_limit() -> tuple | None:
+    """(major, minor) from $GPUCOURSE_CAPABILITY ("T4", "A100", "8.0"...), or None when unset. A value that is neither
+    raises ValueError naming the accepted forms."""
+    value = os.environ.get(CAPABILITY_ENV, "").strip()
+    if not value:
+        return None
+    if value.upper() in CAPABILITY_NAMES:
+        return CAPABILITY_NAMES[value.upper()]
+    parts = value.split(".")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return int(parts[0]), int(parts[1])
+    raise ValueError(f"{CAPABILITY_ENV}={value!r}: expected a compute capability such as 7.5 or one of "
+                     f"{', '.join(CAPABILITY_NAMES)}")
+
+
+def limited(p: DeviceProps, limit: tuple | None) -> DeviceProps:
+    """``p`` with its compute capability lowered to ``limit`` (when that is lower) and its name saying so."""
+    if limit is None or (p.major, p.minor) <= tuple(limit):
+        return p
+    major, minor = limit
+    return dataclasses.replace(p, name=f"{p.name} as sm_{major}{minor} ({CAPABILITY_ENV})", major=major, minor=minor)
+
+
+def hardware_props(index: int | None = None) -> DeviceProps | None:
+    """Properties of the current CUDA device as the hardware has them (what compilers must target), or None in CPU
+    mode. Lessons ask :func:`props`, which honours $GPUCOURSE_CAPABILITY."""
     if not on_gpu():
         return None
     import torch
@@ -187,6 +219,13 @@ def props(index: int | None = None) -> DeviceProps | None:
         total_memory=p.total_memory,
         l2_bytes=int(getattr(p, "L2_cache_size", 0) or 0),
     )
+
+
+def props(index: int | None = None) -> DeviceProps | None:
+    """Properties of the current CUDA device, or None in CPU mode; its compute capability lowered where
+    $GPUCOURSE_CAPABILITY asks (see :data:`CAPABILITY_ENV`)."""
+    p = hardware_props(index)
+    return None if p is None else limited(p, capability_limit())
 
 
 @dataclasses.dataclass(frozen=True)
