@@ -21,9 +21,15 @@ time by the durations earlier runs recorded (``--list`` prints a part's steps wi
 step is written to ``benchmarks/results/.<gpu>-progress.json`` at once; ``--resume`` skips the steps that a cut-short
 run of the same selection and part finished.
 
+As another GPU: ``--capability T4`` (or A100, 8.0...) runs the selected notebooks (and tests, unless skipped) with
+$GPUCOURSE_CAPABILITY set, so every lesson chooses what that GPU has (fp16 for bf16, no TF32 or FP8) while its
+kernels run on this one. Nothing is written back into the notebooks and no benchmark is recorded; the summary goes
+to ``benchmarks/results/<gpu>-as-<capability>.json`` with each notebook's status and the lines its outputs print
+about the lowered capability (every fallback and skip must say why in one).
+
 Usage: python benchmarks/gpu_suite.py [--skip-benchmarks] [--skip-notebooks] [--skip-tests] [--bench NAME ...]
            [--notebooks GLOB ...] [--grade EXERCISE ...] [--pytest-args ARGS] [--part K/N] [--resume] [--list]
-           [--archive PATH]
+           [--archive PATH] [--capability T4]
 ``--archive`` also packs every file the suite wrote into one .tar.gz (handy when the GPU machine is remote).
 Exit status: non-zero if the tests failed, a notebook raised, a submission was misgraded or a benchmark errored.
 """
@@ -60,7 +66,7 @@ def slug() -> str:
 
     spec = specs.current()
     if spec is None:
-        name = gpucourse.props().name
+        name = gpucourse.device.hardware_props().name
         return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return spec.key.lower().replace("-sxm", "")
 
@@ -162,7 +168,19 @@ def notebook_client(nb, **kwargs):
     return Client(nb, **kwargs)
 
 
-def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
+def capability_lines(nb, limit: tuple) -> list:
+    """The lines a notebook's outputs print that name the lowered capability (``sm_75``): its fallbacks and skips."""
+    mark = f"sm_{limit[0]}{limit[1]}"
+    lines = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text") or (out.get("data") or {}).get("text/plain") or ""
+            text = "".join(text) if isinstance(text, list) else str(text)
+            lines += [ln.strip()[:400] for ln in text.splitlines() if mark in ln and ln.strip() not in lines]
+    return lines
+
+
+def run_notebooks(pattern: str, saved=lambda path: None, limit: tuple | None = None) -> tuple:
     import nbformat
     from nbclient.exceptions import CellExecutionError
 
@@ -182,6 +200,9 @@ def run_notebooks(pattern: str, saved=lambda path: None) -> tuple:
             ok, status = False, "FAILED: " + str(e).strip().splitlines()[-1][:300]
         timings[rel] = round(time.perf_counter() - t, 1)
         print(f"  {rel}: {status} ({timings[rel]} s)", flush=True)
+        if limit is not None:  # run as another GPU: report what it printed about that, write nothing back
+            timings[rel] = {"seconds": timings[rel], "status": status, "capability_lines": capability_lines(nb, limit)}
+            continue
         if rel.startswith("exercises/"):
             continue  # exercises ship without outputs; executing them only proves they run
         _strip_paths(nb)
@@ -278,18 +299,32 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the steps this selection and part would run, and stop")
     ap.add_argument("--tag", help="results file name (default: this GPU's, e.g. h100); with --list on a machine "
                                   "without that GPU, the earlier timings that balance the parts come from it")
+    ap.add_argument("--capability", help="run as this GPU would (T4, A100, 8.0...): see the module docstring")
     ap.add_argument("--archive", help="also write every produced file into this .tar.gz (refreshed after each step)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
+    limit = None
+    if args.capability:
+        os.environ["GPUCOURSE_CAPABILITY"] = args.capability  # before gpucourse is imported; inherited by kernels
+        args.skip_benchmarks = True
     import gpucourse
-    from gpucourse import benchmarks
+    from gpucourse import benchmarks, device
+
+    if args.capability:
+        try:
+            limit = device.capability_limit()
+        except ValueError as exc:
+            print(exc)
+            return 2
 
     if not gpucourse.on_gpu() and not args.list:
         print("The GPU suite needs a CUDA GPU; this machine runs in CPU mode. Use `make test` here.")
         return 2
     RESULTS.mkdir(parents=True, exist_ok=True)
     tag = args.tag or slug()
+    if limit is not None:
+        tag += f"-as-{args.capability.lower().replace('.', '')}"
     results = RESULTS / f"{tag}.json"
     earlier_suite = benchmarks._read_results(str(results)).get("suite", {})
 
@@ -355,7 +390,8 @@ def main(argv=None) -> int:
             files.append(path)
         archive()
 
-    os.environ["GPUCOURSE_RECORD"] = str(results)  # notebooks record their benchmarks into the results file
+    if limit is None:
+        os.environ["GPUCOURSE_RECORD"] = str(results)  # notebooks record their benchmarks into the results file
     for unit in todo:
         kind, name = unit.split(":", 1)
         t = time.perf_counter()
@@ -365,7 +401,10 @@ def main(argv=None) -> int:
         elif kind == "bench":
             good, f = run_benchmarks(tag, [name], saved=archive)
         elif kind == "notebook":
-            good, f, timings = run_notebooks(name, saved=keep)
+            good, f, timings = run_notebooks(name, saved=keep, limit=limit)
+            if limit is not None:
+                info["as_capability"] = timings.get(name)
+                timings = {n: v["seconds"] for n, v in timings.items()}
             info["notebook_seconds"] = timings.get(name, round(time.perf_counter() - t, 1))
         elif kind == "grade":
             good, f = run_grader(tag, name)
@@ -387,6 +426,9 @@ def main(argv=None) -> int:
         status = {**earlier_suite.get("notebook_status", {}),
                   **{nb: "ok" if d["ok"] else "failed" for nb, d in done_nbs.items()}}
         extra.update(notebook_summary(seconds, status))
+        if limit is not None:
+            extra["capability"] = {"as": args.capability, "sm": f"sm_{limit[0]}{limit[1]}",
+                                   "notebooks": {nb: d.get("as_capability") for nb, d in done_nbs.items()}}
         for nb, sec in extra["notebooks_over_budget"].items():
             if nb in done_nbs:
                 print(f"  {nb}: {sec} s, over the {NOTEBOOK_BUDGET_S} s budget for a notebook's Restart & Run All")

@@ -99,5 +99,5 @@ def current() -> GPUSpec | None:
     """The spec of the current CUDA device, or None (CPU mode, or a GPU that is not in the table)."""
     from . import device
 
-    p = device.props()
+    p = device.hardware_props()  # the chip's own figures, also where $GPUCOURSE_CAPABILITY lowers the capability
     return lookup(p.name) if p else None

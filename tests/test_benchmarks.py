@@ -393,3 +393,19 @@ def test_recorded_reads_a_committed_results_file_and_names_a_missing_one():
     assert "results" in doc and "environment" in doc
     with pytest.raises(FileNotFoundError, match="no-such-run.json"):
         benchmarks.recorded("no-such-run.json")
+
+
+def test_gpu_suite_as_another_gpu_collects_the_lines_that_name_its_capability():
+    import nbformat
+
+    suite = _gpu_suite()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+            "stream", name="stdout", text="NVIDIA H100 as sm_75: no bf16 tensor cores, float16 instead.\nok\n")]),
+        nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+            "execute_result", data={"text/plain": "FP8 skipped on sm_75 (no fp8 tensor cores)."})]),
+        nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output("stream", name="stdout", text="sm_80 only\n")]),
+    ])
+    assert suite.capability_lines(nb, (7, 5)) == ["NVIDIA H100 as sm_75: no bf16 tensor cores, float16 instead.",
+                                                  "FP8 skipped on sm_75 (no fp8 tensor cores)."]
+    assert suite.capability_lines(nb, (8, 0)) == ["sm_80 only"]

@@ -118,3 +118,40 @@ def test_real_device_properties_are_sane():
     p = device.props()
     assert p.sm_count > 0 and p.total_memory > 2**30 and p.l2_bytes > 2**20
     assert gpucourse.torch_device().type == "cuda"
+
+
+@pytest.mark.parametrize("value, want", [("T4", (7, 5)), ("a100", (8, 0)), ("8.6", (8, 6)), ("", None)])
+def test_capability_limit_reads_names_and_numbers(monkeypatch, value, want):
+    monkeypatch.setenv(device.CAPABILITY_ENV, value)
+    assert device.capability_limit() == want
+
+
+def test_a_capability_limit_that_is_neither_a_name_nor_a_number_says_what_is_accepted(monkeypatch):
+    monkeypatch.setenv(device.CAPABILITY_ENV, "T5")
+    with pytest.raises(ValueError, match=r"GPUCOURSE_CAPABILITY='T5': expected .*7\.5.*T4, V100, A100"):
+        device.capability_limit()
+
+
+def test_a_capability_limit_lowers_what_lessons_see_but_not_what_compilers_target(monkeypatch, capsys):
+    """$GPUCOURSE_CAPABILITY=T4 on an H100 (faked here): props() says sm_75 and names the limit, so the dtype gates
+    fall back to fp16 and skip FP8 with a sentence naming sm_75; hardware_props(), which cuda_build's nvcc arch and
+    the spec table read, stays the H100's. A limit above the device changes nothing."""
+    from gpucourse import cuda_build, dtypes, specs
+
+    monkeypatch.setattr(device, "hardware_props", lambda index=None: H100)
+    monkeypatch.setenv(device.CAPABILITY_ENV, "T4")
+    p = device.props()
+    assert (p.major, p.minor, p.sm_count, p.total_memory) == (7, 5, H100.sm_count, H100.total_memory)
+    assert p.name == f"{H100.name} as sm_75 (GPUCOURSE_CAPABILITY)"
+    assert not device.has_bf16() and not device.has_fp8() and not device.has_tf32()
+    choice = dtypes.for_device("bf16")
+    assert choice.dtype == "float16" and "sm_75" in choice.note and choice.note in capsys.readouterr().out
+    assert dtypes.for_device("float8", say=False).skip
+    monkeypatch.delenv(cuda_build.ARCH_ENV, raising=False)
+    assert cuda_build.device_arch() == "sm_90"
+    if specs.lookup(H100.name) is not None:
+        assert specs.current() == specs.lookup(H100.name)
+    monkeypatch.setenv(device.CAPABILITY_ENV, "9.0")
+    assert device.props() == H100
+    monkeypatch.setenv(device.CAPABILITY_ENV, "10.0")  # never raised above the hardware
+    assert device.props() == H100
