@@ -235,19 +235,6 @@ def _wait_idle(page, seconds: float) -> str:
     return status
 
 
-def _stale_saved_widget(rel: str) -> bool:
-    """True when a saved widget output in the notebook file has no static fallback (a widget view with no image/png
-    beside it). Lesson 03's explorer writes one since its fix; its committed output (an H100 run) predates that, and
-    lesson 06's wave-model explorer (ipywidgets.interact) writes none."""
-    nb = json.loads((ROOT / rel).read_text())
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if "application/vnd.jupyter.widget-view+json" in data and "image/png" not in data:
-                return True
-    return False
-
-
 def _drive_explorer(page, problems: list) -> list:
     """Change lesson 03's explorer through its dropdowns, as a learner does; after each change the one view must
     show the new choice, with a plot that loaded and is not blank. Returns what it saw."""
@@ -378,7 +365,4 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
         page.evaluate(CLOSE)
     assert not problems, f"{rel} in JupyterLab:\n  " + "\n  ".join(problems)
     if saved_problems:
-        if _stale_saved_widget(rel):
-            pytest.xfail(f"{rel}: a saved widget output has no static fallback (image/png beside the widget view), "
-                         f"so before the notebook runs JupyterLab shows its raw text: {saved_problems[0]}")
         pytest.fail(f"{rel} before running:\n  " + "\n  ".join(saved_problems))

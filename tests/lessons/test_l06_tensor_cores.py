@@ -44,6 +44,60 @@ def test_choose_tile_prefers_filled_waves():
         waves.choose_tile(1, 1, 1, {}, 1)
 
 
+def test_explorer_shows_its_view_once_with_a_static_fallback_and_redraws_in_place(monkeypatch, capsys):
+    """The explorer's saved output read ``interactive(children=(IntText(...`` to a viewer without the widgets'
+    state. Now: one display, whose ``text/plain`` and ``image/png`` are the first view beside the widget's view,
+    and widgets whose values each change replaces (nothing printed or plotted outside them)."""
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.append((objs, kw)))
+    figures = set(plt.get_fignums())
+    box = waves.explorer(interactive=True)
+    assert capsys.readouterr().out == "" and len(shown) == 1, "the view is shown once, inside the widget"
+    (bundle,), kw = shown[0]
+    assert kw == {"raw": True} and bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == box.model_id
+    first = waves.explain(8192, 2048, 8192, 128, 256, 132, 5.0)
+    assert bundle["text/plain"] == f"{first}\n{waves.FALLBACK_NOTE}" and "children=" not in bundle["text/plain"]
+    (m, n, k), (tm, tn, sms, tflops), text, plot = (c.children if hasattr(c, "children") else c for c in box.children)
+    assert base64.b64decode(bundle["image/png"]) == bytes(plot.value) and bytes(plot.value).startswith(b"\x89PNG")
+    assert "3.88 waves -&gt; 4 run" in text.value
+    before = bytes(plot.value)
+    n.value = 2112  # one more column of tiles: a fifth wave
+    assert "4.36 waves -&gt; 5 run" in text.value and bytes(plot.value) != before
+    sms.value = 40
+    assert "on 40 SMs" in text.value
+    m.value = 0  # a size typed in that the model refuses: said in the view, the explorer keeps going
+    assert "M must be a positive integer" in text.value and plot.layout.display == "none"
+    m.value = 4096
+    assert "4096×2112" in text.value and plot.layout.display == ""
+    assert capsys.readouterr().out == "" and len(shown) == 1, "changes redraw in place, nothing more is displayed"
+    assert set(plt.get_fignums()) == figures, "every figure the views drew is closed"
+
+
+def test_explorer_without_widgets_prints_and_plots(capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    assert waves.explorer(N=2112, num_sms=114, interactive=False) is None
+    out = capsys.readouterr().out
+    assert out.strip() == waves.explain(8192, 2112, 8192, 128, 256, 114, 5.0)
+    ax = plt.gcf().axes[0]
+    assert [line.get_label() for line in ax.get_lines()[:2]] == ["wave model", "no quantization"]
+    plt.close("all")
+    with pytest.raises(ValueError, match="tile_m must be a positive integer"):
+        waves.explorer(tile_m=0, interactive=False)
+    with pytest.raises(ValueError, match="explorer's tiles"):
+        waves.explorer(tile_m=48, interactive=True)
+
+
 def test_recorded_sweep_agrees_with_the_model():
     doc = recorded.h100()
     model = measure.compare_with_model(doc["results"]["waves"]["sweep"])

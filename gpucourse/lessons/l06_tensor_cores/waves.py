@@ -90,40 +90,117 @@ def explain(M: int, N: int, K: int, tile_m: int, tile_n: int, num_sms: int, tile
     return "\n".join(lines)
 
 
-def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, tile_n: int = 256,
-             num_sms: int = 132, tile_tflops: float = 5.0):
-    """An ipywidgets explorer of :func:`explain`, with the N sweep's staircase drawn for the chosen tile; returns the
-    widget (or, without ipywidgets, prints the text for the given values and returns None)."""
+def staircase(ax, M: int, N: int, K: int, tile_m: int, tile_n: int, num_sms: int, tile_tflops: float):
+    """Draw on ``ax`` the wave model's predicted time against N (from N/2 to 2N, in steps of 16) beside the time
+    without quantization, the chosen N marked."""
+    ns = list(range(max(16, N // 2), 2 * N + 1, 16))
+    ax.plot(ns, [predicted_ms(M, n, K, tile_m, tile_n, num_sms, tile_tflops) for n in ns], label="wave model")
+    ax.plot(ns, [2 * M * n * K / (tile_tflops * num_sms * 1e12) * 1e3 for n in ns], "--", label="no quantization")
+    ax.axvline(N, color="gray", alpha=0.5)
+    ax.set_xlabel("N")
+    ax.set_ylabel("predicted time (ms)")
+    ax.set_title(f"M={M}, K={K}, {tile_m}x{tile_n} tiles, {num_sms} SMs", fontsize=10)
+    ax.legend()
+    return ax
+
+
+def staircase_png(M: int, N: int, K: int, tile_m: int, tile_n: int, num_sms: int, tile_tflops: float) -> bytes:
+    """:func:`staircase` as PNG bytes, its figure closed (nothing is displayed)."""
+    import matplotlib.pyplot as plt
+
+    from gpucourse import plots
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
     try:
-        import ipywidgets as widgets
-    except ImportError:
-        print("ipywidgets is not installed: the explorer's text for the given values instead.\n")
-        print(explain(M, N, K, tile_m, tile_n, num_sms, tile_tflops))
-        return None
+        staircase(ax, M, N, K, tile_m, tile_n, num_sms, tile_tflops)
+        return plots.figure_png(fig)
+    finally:
+        plt.close(fig)
 
-    def show(M, N, K, tile_m, tile_n, num_sms, tile_tflops):
-        import matplotlib.pyplot as plt
 
-        print(explain(M, N, K, tile_m, tile_n, num_sms, tile_tflops))
-        ns = list(range(max(16, N // 2), 2 * N + 1, 16))
-        fig, ax = plt.subplots(figsize=(6.4, 3.2))
-        ax.plot(ns, [predicted_ms(M, n, K, tile_m, tile_n, num_sms, tile_tflops) for n in ns], label="wave model")
-        ax.plot(ns, [2 * M * n * K / (tile_tflops * num_sms * 1e12) * 1e3 for n in ns], "--",
-                label="no quantization")
-        ax.axvline(N, color="gray", alpha=0.5)
-        ax.set_xlabel("N")
-        ax.set_ylabel("predicted time (ms)")
-        ax.legend()
+FALLBACK_NOTE = "(a static view of the wave explorer; run the cell in a live notebook for its controls)"
+SM_CHOICES = [("T4: 40", 40), ("L4: 58", 58), ("A100: 108", 108), ("H100 SXM: 132", 132), ("H100 PCIe: 114", 114)]
+TILES = [32, 64, 128, 256]
+
+
+def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, tile_n: int = 256,
+             num_sms: int = 132, tile_tflops: float = 5.0, interactive: bool | None = None):
+    """:func:`explain` for a GEMM shape with the N sweep's staircase for the chosen tile, shown once.
+
+    In a Jupyter kernel with ipywidgets (``interactive=None`` asks :func:`gpucourse.progress.in_jupyter`) it displays
+    controls above the view: the text in an HTML widget and the plot in an Image widget whose values each change
+    replaces (nothing is printed or plotted outside the widget, so the view is never drawn twice). The output the
+    notebook saves carries the first view as ``text/plain`` and ``image/png`` beside the widget's view, which a
+    viewer without the widgets' state (a notebook not yet run, GitHub) shows instead of the widget's raw text.
+    Returns the widget. Elsewhere (``interactive=False``, a script, no ipywidgets) it prints the text, shows the
+    plot and returns None."""
+    import matplotlib.pyplot as plt
+
+    from gpucourse.progress import in_jupyter
+
+    args = dict(M=M, N=N, K=K, tile_m=tile_m, tile_n=tile_n, num_sms=num_sms, tile_tflops=tile_tflops)
+    text = explain(**args)  # checks the arguments before any widget is built
+    interactive = in_jupyter() if interactive is None else interactive
+    if interactive:
+        try:
+            import ipywidgets as W
+        except ImportError:
+            print("ipywidgets is not installed: the explorer's view for the given values instead.\n")
+            interactive = False
+    if not interactive:
+        print(text)
+        _, ax = plt.subplots(figsize=(6.4, 3.2))
+        staircase(ax, **args)
         plt.show()
+        return None
+    import html
 
+    from IPython.display import display
+
+    if tile_m not in TILES or tile_n not in TILES:
+        raise ValueError(f"the explorer's tiles are {TILES}; got tile_m={tile_m}, tile_n={tile_n}")
+    sms = SM_CHOICES if num_sms in [v for _, v in SM_CHOICES] else [*SM_CHOICES, (str(num_sms), num_sms)]
     ints = dict(continuous_update=False)
-    return widgets.interactive(
-        show,
-        M=widgets.IntText(M, description="M"), N=widgets.IntSlider(N, 16, 16384, 16, description="N", **ints),
-        K=widgets.IntText(K, description="K"),
-        tile_m=widgets.Dropdown(options=[32, 64, 128, 256], value=tile_m, description="tile_m"),
-        tile_n=widgets.Dropdown(options=[32, 64, 128, 256], value=tile_n, description="tile_n"),
-        num_sms=widgets.Dropdown(options=[("T4: 40", 40), ("L4: 58", 58), ("A100: 108", 108),
-                                          ("H100 SXM: 132", 132), ("H100 PCIe: 114", 114)],
-                                 value=num_sms, description="SMs"),
-        tile_tflops=widgets.FloatText(tile_tflops, description="TFLOP/s/SM"))
+    controls = {"M": W.IntText(M, description="M"), "N": W.IntSlider(N, 16, max(16384, N), 16, description="N", **ints),
+                "K": W.IntText(K, description="K"),
+                "tile_m": W.Dropdown(options=TILES, value=tile_m, description="tile_m"),
+                "tile_n": W.Dropdown(options=TILES, value=tile_n, description="tile_n"),
+                "num_sms": W.Dropdown(options=sms, value=num_sms, description="SMs"),
+                "tile_tflops": W.FloatText(tile_tflops, description="TFLOP/s/SM")}
+    words = W.HTML()
+    plot = W.Image(format="png", layout=W.Layout(align_self="flex-start", max_width="100%"))
+
+    def show(t: str, png: bytes | None) -> None:
+        words.value = f"<pre style='margin: 0; white-space: pre-wrap'>{html.escape(t)}</pre>"
+        if png is not None:
+            plot.value = png
+        plot.layout.display = "" if png is not None else "none"
+
+    def update(*_):
+        now = {k: w.value for k, w in controls.items()}
+        try:
+            show(explain(**now), staircase_png(**now))
+        except ValueError as exc:  # a zero or negative size typed in: say so, keep the explorer alive
+            show(f"cannot show this choice: {exc}", None)
+
+    first_png = staircase_png(**args)
+    for w in controls.values():
+        w.observe(update, names="value")
+    show(text, first_png)
+    c = list(controls.values())
+    box = W.VBox([W.HBox(c[:3]), W.HBox(c[3:]), words, plot])
+    box.add_class("gpucourse-wave-explorer")
+    display(fallback_bundle(box, text, first_png), raw=True)
+    return box
+
+
+def fallback_bundle(widget, text: str, png: bytes) -> dict:
+    """The display data for ``widget`` with a static fallback beside its view: ``text/plain`` (``text`` and a note
+    saying it is static) and ``image/png``, for a frontend that cannot show the widget."""
+    import base64
+
+    data = widget._repr_mimebundle_()
+    data = dict(data[0] if isinstance(data, tuple) else data)
+    data["text/plain"] = f"{text}\n{FALLBACK_NOTE}"
+    data["image/png"] = base64.b64encode(png).decode("ascii")
+    return data
