@@ -193,10 +193,13 @@ def test_determinism_check():
     assert not verdict.passed and "nondeterministic" in verdict.problems[0]
 
 
-def test_heatmap_for_2d_outputs():
+def test_where_map_for_2d_outputs():
+    """A failed 2-D case carries a where map of the output's shape, drawn as a heatmap (tests/test_drawing.py draws
+    the other shapes and categories)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    from gpucourse.grading import drawing
 
     def half_wrong(x):
         out = torch.relu(x).clone()
@@ -206,10 +209,12 @@ def test_heatmap_for_2d_outputs():
 
     r = checker.check("relu", half_wrong, quiet=True)
     case = next(c for c in r.cases if c.name == "2-D 37x64")
-    assert case.bad_mask is not None and case.bad_mask.shape == (37, 64)
-    assert int(case.bad_mask.sum()) == 18 * 64
-    fig = compare.heatmap(case.bad_mask)
-    assert fig.axes[0].get_title().startswith("mismatching elements (1152 of 2368)")
+    assert case.where is not None and tuple(case.where.codes.shape) == (37, 64)
+    assert (case.where.n_wrong, case.where.n_right, case.where.n_never) == (18 * 64, 19 * 64, 0)
+    assert bool((case.where.codes[:18] == compare.WRONG).all()) and bool((case.where.codes[18:] == compare.RIGHT).all())
+    fig = drawing.draw(case.where, "relu", case.name)
+    assert fig.axes[0].get_title().startswith("relu, case '2-D 37x64': where the output is wrong")
+    assert all(c.where is None for c in r.cases if c.passed)
 
 
 def test_sparse_and_meta_outputs_are_the_learners_problem():

@@ -44,7 +44,7 @@ class CaseResult:
     passed: bool
     problems: list
     hints: list = dataclasses.field(default_factory=list)
-    bad_mask: torch.Tensor | None = None
+    where: compare.WhereMap | None = None  # where a failed output is wrong (drawing.py draws it), None if unknown
 
     def line(self) -> str:
         if self.passed:
@@ -287,7 +287,7 @@ def run_case(ex, fn, args: list) -> dict:
 
 def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) -> CaseResult:
     """The verdict for one case, from the pristine inputs, the reference output and what the learner's call did."""
-    problems, hints, mask = list(outcome.get("aliasing") or []), [], None
+    problems, hints, codes = list(outcome.get("aliasing") or []), [], None
     out = outcome["out"]
     is_tensor_answer = isinstance(expected, torch.Tensor)
     if is_tensor_answer:
@@ -300,7 +300,7 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
             if not m.ok:
                 problems += m.problems
                 hints += m.hints
-                mask = m.bad_mask
+                codes = getattr(m, "codes", None)
     else:
         tol = ex.tolerance_for(torch.float64)
         m = compare.compare_scalar(expected, out, tol.rtol, tol.atol_scale)
@@ -360,7 +360,11 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
         problems += noop_problem(ex, expected, out, outcome.get("noop_out"))
     if ex.max_launches is not None and n_launch > ex.max_launches:
         problems.append(f"launched {n_launch} kernels per call; at most {ex.max_launches} allowed")
-    return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, bad_mask=mask)
+    where = None
+    if problems and isinstance(expected, torch.Tensor) and isinstance(out, torch.Tensor) and \
+            compare.dense_problem(out) is None and tuple(out.shape) == tuple(expected.shape):
+        where = compare.where_map(out.shape, codes, compare.past_end_writes(out))
+    return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, where=where)
 
 
 # What a use of a torch op on the inputs means, for the ops a learner is likely to reach for.
@@ -614,7 +618,11 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
     if not quiet:
         print(result.report())
         if plot is not False and (plot or _in_notebook()):
-            for c in results:
-                if c.bad_mask is not None and c.bad_mask.dim() == 2:
-                    compare.heatmap(c.bad_mask, title=f"{ex.id}, {c.name}: wrong elements")
+            from . import drawing
+
+            mapped = [c for c in results if not c.passed and c.where is not None]
+            if len(mapped) > drawing.MAX_FIGURES:
+                print(f"(drawn below: the first {drawing.MAX_FIGURES} of the {len(mapped)} failed cases)")
+            for c in mapped[:drawing.MAX_FIGURES]:
+                drawing.show(drawing.draw(c.where, ex.id, c.name))
     return result

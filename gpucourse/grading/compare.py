@@ -16,6 +16,11 @@ from . import guards
 
 MAX_SHOWN = 5
 
+# What each element of a failed output is, in a where map (WhereMap.codes) and its drawing (drawing.py). A map cell
+# that covers several elements takes the largest code among them: any wrong element in a block marks the block.
+NONE, RIGHT, WRONG, NEVER, PAST = -1, 0, 1, 2, 3  # NONE: no element there (padding of a drawing)
+MAX_SIDE = 1024  # a where map keeps at most MAX_SIDE**2 cells (1 MiB): larger outputs are pooled by blocks
+
 
 @dataclasses.dataclass
 class Mismatch:
@@ -27,7 +32,7 @@ class Mismatch:
     numel: int = 0
     max_abs: float = 0.0
     max_rel: float = 0.0
-    bad_mask: torch.Tensor | None = None  # bool, the output's shape (for heatmaps)
+    codes: torch.Tensor | None = None  # int8, the output's shape: RIGHT, WRONG or NEVER per element (see where_map)
     hints: list = dataclasses.field(default_factory=list)
 
     def text(self) -> str:
@@ -112,7 +117,7 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
     rel = diff / e.abs().clamp_min(max(atol, 1e-30))
     max_rel = float(rel[fin].max()) if bool(fin.any()) else 0.0
     if n_bad == 0:
-        return Mismatch(ok=True, problems=[], numel=numel, max_abs=max_abs, max_rel=max_rel, bad_mask=bad)
+        return Mismatch(ok=True, problems=[], numel=numel, max_abs=max_abs, max_rel=max_rel)
 
     problems = []
     flat_bad = bad.reshape(-1)
@@ -147,8 +152,10 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
     problems.append(f"{n_bad} of {numel} elements differ (first mismatches: {shown}); {errors} "
                     f"(tolerance: rtol {rtol:g}, atol {atol:.3g} = {atol_scale:g} x max|expected|)")
     hints = [] if scaled_rows else _precision_hints(e, g, bad & fin, exp_c.dtype, hint_tf32)
+    codes = bad.to(torch.int8)
+    codes[never & bad] = NEVER
     return Mismatch(ok=False, problems=problems, n_bad=n_bad, numel=numel, max_abs=max_abs, max_rel=max_rel,
-                    bad_mask=bad, hints=hints)
+                    codes=codes, hints=hints)
 
 
 # Relative rounding noise of an output dtype (a few ulps), below which a row's scale factor is not told apart from 1.
@@ -211,15 +218,106 @@ def compare_scalar(expected, got, rtol: float, atol_scale: float) -> Mismatch:
                     numel=1, max_abs=abs(g - e) if g == g else float("nan"))
 
 
-def heatmap(mask: torch.Tensor, title: str = "mismatching elements"):
-    """Plot a 2-D bool mask of wrong elements (notebooks only: needs matplotlib)."""
-    import matplotlib.pyplot as plt
+# ---------------------------------------------------------------------------------------------------------------------
+# Where maps: a small per-element picture of a failed output, carried on the case result and drawn by drawing.py.
 
-    m = mask.detach().cpu().to(torch.float32)
-    fig, ax = plt.subplots(figsize=(min(8, 2 + m.shape[1] / 16), min(6, 1.5 + m.shape[0] / 16)))
-    ax.imshow(m.numpy(), cmap="Reds", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
-    ax.set_title(f"{title} ({int(mask.sum())} of {mask.numel()})")
-    ax.set_xlabel("column")
-    ax.set_ylabel("row")
-    plt.show()
-    return fig
+
+@dataclasses.dataclass
+class WhereMap:
+    """Where a failed output is wrong: a category per element (RIGHT, WRONG value, NEVER written), and the elements
+    written past the output's end. Counts are exact over the whole output; ``codes`` may be pooled by ``block``.
+
+    ``codes``: int8, 1-D for a 1-D output, else 2-D: the last two dimensions of the output, of the slice ``slice``
+    (the leading indices) for a 3-D or larger output. ``block``: elements per cell along each dimension of ``codes``
+    (all 1 unless the output is larger than MAX_SIDE**2 elements; a cell shows its largest code). ``past_end``:
+    offsets after the last element (0 is the first element past the end) that the code wrote into the output's guard
+    band, or None where the checker could not see that band (an output allocated another way, or the batch grader).
+    """
+
+    codes: torch.Tensor
+    shape: tuple
+    block: tuple
+    n_right: int
+    n_wrong: int
+    n_never: int
+    slice: tuple = ()
+    past_end: torch.Tensor | None = None
+
+    @property
+    def n_past(self) -> int:
+        return 0 if self.past_end is None else int(self.past_end.numel())
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, (int(x) - 1).bit_length())
+
+
+def block_for(n: int, max_cells: int) -> int:
+    """The smallest power of two ``b`` that pools ``n`` elements into at most ``max_cells`` cells of ``b``."""
+    return _pow2_at_least(-(-n // max(1, max_cells)))
+
+
+def pool(codes: torch.Tensor, block: tuple) -> torch.Tensor:
+    """``codes`` (1-D or 2-D, int8) pooled by ``block`` elements per cell along each dimension: a cell gets the
+    largest code among its elements (any wrong element marks its block); a partial block at the end is padded with
+    NONE, which loses to every real element."""
+    if all(b == 1 for b in block):
+        return codes
+    pads = [(-s) % b for s, b in zip(codes.shape, block)]
+    padded = torch.full([s + p for s, p in zip(codes.shape, pads)], NONE, dtype=codes.dtype)
+    padded[tuple(slice(0, s) for s in codes.shape)] = codes
+    if codes.dim() == 1:
+        return padded.view(-1, block[0]).amax(dim=1)
+    rows, cols = padded.shape
+    return padded.view(rows // block[0], block[0], cols // block[1], block[1]).amax(dim=(1, 3))
+
+
+def past_end_writes(out) -> torch.Tensor | None:
+    """Offsets after the last element of ``out`` that were written, read from the guard band that
+    :func:`guards.poisoned_allocations` puts after an output the learner's code allocated; None when ``out`` is not
+    such an output (allocated another way, a view, not contiguous: its memory after the end is not a guard band)."""
+    if not isinstance(out, torch.Tensor) or dense_problem(out) is not None or not guards.supported(out.dtype) or \
+            out.numel() == 0 or out.storage_offset() != 0 or not out.is_contiguous():
+        return None
+    n = out.numel()
+    if out.untyped_storage().nbytes() != (n + guards.GUARD) * out.element_size():
+        return None
+    band = torch.as_strided(out.detach(), (guards.GUARD,), (1,), n).cpu()
+    return (~guards.is_band(band)).nonzero().reshape(-1)
+
+
+def where_map(shape, codes: torch.Tensor | None, past_end: torch.Tensor | None = None) -> WhereMap | None:
+    """The :class:`WhereMap` of an output of ``shape`` whose elements' categories are ``codes`` (Mismatch.codes;
+    None: every element right) and whose writes past the end are ``past_end`` (:func:`past_end_writes`). None when
+    there is nothing to show (every element right and nothing written past the end) or the output is empty."""
+    shape = tuple(shape)
+    numel = 1
+    for s in shape:
+        numel *= int(s)
+    has_past = past_end is not None and past_end.numel() > 0
+    if numel == 0 or (codes is None and not has_past):
+        return None
+    if codes is None:
+        codes = torch.zeros(shape, dtype=torch.int8)
+    if tuple(codes.shape) != shape:
+        raise ValueError(f"where_map: codes of shape {tuple(codes.shape)} for an output of shape {shape}")
+    codes = codes.detach().cpu().to(torch.int8)
+    counts = torch.bincount(codes.reshape(-1).to(torch.int64).clamp(RIGHT, NEVER), minlength=3).tolist()
+    index = ()
+    if len(shape) <= 1:
+        grid = codes.reshape(-1)
+        block = (block_for(numel, MAX_SIDE * MAX_SIDE),)
+    else:
+        if len(shape) > 2:  # the first slice with a wrong element; the last one when only the past end is wrong
+            lead = shape[:-2]
+            per_slice = codes.reshape(-1, shape[-2] * shape[-1])
+            bad = (per_slice != RIGHT).any(dim=1).nonzero().reshape(-1)
+            first = int(bad[0]) if bad.numel() else per_slice.shape[0] - 1
+            index = _index(first, lead)
+            grid = codes[index]
+        else:
+            grid = codes
+        block = (block_for(shape[-2], MAX_SIDE), block_for(shape[-1], MAX_SIDE))
+    return WhereMap(codes=pool(grid, block).clone(), shape=shape, block=block, n_right=counts[RIGHT],
+                    n_wrong=counts[WRONG], n_never=counts[NEVER], slice=tuple(int(i) for i in index),
+                    past_end=past_end.detach().cpu().to(torch.int64) if has_past else None)
