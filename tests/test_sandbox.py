@@ -377,7 +377,42 @@ def test_a_sandbox_that_does_not_start_is_an_internal_grader_error_not_the_submi
     r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=iso)
     assert r.status == "error" and r.score == 0.0 and "internal grader error" in r.flags
     assert r.message == ("INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: bwrap: "
-                         "Can't mount proc on /newroot/proc: Operation not permitted")
+                         "Can't mount proc on /newroot/proc: Operation not permitted; " + grader.DOCTOR_ADVICE)
+    assert "gpucourse doctor" in grader.DOCTOR_ADVICE
+
+
+@needs_sandbox
+def test_a_bind_source_that_vanished_is_the_graders_failure_with_bwraps_own_line(monkeypatch, tmp_path):
+    """The real bwrap, refusing to start: a folder it must bind (here one added to the Python folders) is missing.
+    The message is bwrap's own first line and the doctor's advice, not "crashed"; the CLI exits 1."""
+    from gpucourse.grading import grader
+    from gpucourse.grading.exercise import get
+
+    missing = str(tmp_path / "vanished-site-packages")
+    monkeypatch.setattr(sandbox, "_python_dirs", lambda: (missing,))
+    r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=ISOLATION)
+    assert r.status == "error" and "internal grader error" in r.flags
+    assert r.message.startswith("INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: "
+                                f"bwrap: Can't find source path {missing}: No such file or directory; "), r.message
+    assert r.message.endswith(grader.DOCTOR_ADVICE)
+
+
+def test_a_worker_that_cannot_start_is_the_graders_failure(monkeypatch):
+    """A worker that dies before it starts its supervisor (an interpreter that cannot import the course, say) has
+    run no code of the submission: its last stderr line, as a grader error."""
+    from gpucourse.grading import grader
+    from gpucourse.grading.exercise import get
+
+    def broken(path, tmp, isolation, *args):
+        return ([sys.executable, "-c", "import sys; sys.stderr.write('Traceback ...\\nModuleNotFoundError: No "
+                                       "module named gpucourse\\n'); sys.exit(1)"], dict(os.environ), path)
+
+    monkeypatch.setattr(grader, "_worker_command", broken)
+    iso = sandbox.detect("process")
+    r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=iso)
+    assert r.status == "error" and "internal grader error" in r.flags
+    assert r.message == ("INTERNAL GRADER ERROR (not the submission's fault): the grading worker did not start: "
+                         "ModuleNotFoundError: No module named gpucourse; " + grader.DOCTOR_ADVICE)
 
 
 def test_the_gpu_lock_is_held_around_a_case_and_released_when_the_worker_gives_up(tmp_path):

@@ -230,11 +230,22 @@ def _worker_env(gpu: str | None, tmp: str) -> dict:
     return env
 
 
-def _signal_name(code: int) -> str:
+SIGNAL_CAUSES = {  # what a signal that killed a worker most likely means, where its name does not say
+    "SIGKILL": "out of memory, or a kill signal",
+    "SIGXCPU": "over its CPU-time limit",
+    "SIGXFSZ": "over its file-size limit",
+    "SIGBUS": "a bad memory access, e.g. past the end of a mapped file or /dev/shm",
+}
+
+
+def _signal_name(code: int, cause: bool = True) -> str:
+    """The signal of a negative exit status (-n: killed by signal n), with its likely cause where the name alone
+    does not say (SIGNAL_CAUSES; ``cause=False``: the name only): "SIGSEGV", "SIGXCPU (over its CPU-time limit)"."""
     try:
-        return signal.Signals(-code).name
+        name = signal.Signals(-code).name
     except ValueError:
         return f"signal {-code}"
+    return f"{name} ({SIGNAL_CAUSES[name]})" if cause and name in SIGNAL_CAUSES else name
 
 
 def _unpack(value):
@@ -312,27 +323,40 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     t0 = time.monotonic()
     isolation = isolation if isolation is not None else sandbox.detect()
     result = Result(submission=path, status="error", score=0.0, message="")
-    result.flags += static_flags(_read_source(path))
+    stage = tempfile.mkdtemp(prefix="gpucourse-submission-")
+    try:
+        staged = stage_submission(path, stage)
+    except OSError as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        result.message = f"could not read the submission: {exc.strerror or exc}"
+        result.checks.append({"name": "load", "passed": False, "detail": f"{type(exc).__name__}: {exc}"})
+        result.seconds = round(time.monotonic() - t0, 3)
+        result.timing = "not timed (did not run)"
+        return result
+    result.flags += static_flags(_read_source(staged))
     tmp = tempfile.mkdtemp(prefix="gpucourse-grade-")
     on_gpu = _device.on_gpu()
     prebuilt = on_gpu and ex.kind == "cuda"
     if prebuilt:  # compiled first by a worker with no GPU, holding no lock (see _prebuild)
-        _prebuild(ex, path, tmp, isolation, t0 + timeout, mem_mb)
+        _prebuild(ex, staged, tmp, isolation, t0 + timeout, mem_mb)
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
+    status_r, status_w = os.pipe()  # how the worker ended, from its supervisor (worker._supervise)
     proc = out_cap = err_cap = None
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
     lock = gpulock.GpuLock(gpu_index(gpu)) if on_gpu else None
     replied = []  # the worker's first message arrived (so a sandbox that did not start is told apart)
-    argv, env, seen_as = _worker_command(path, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb)
+    argv, env, seen_as = _worker_command(staged, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb)
+    argv += ["--status-fd", str(status_w)]
     if prebuilt:
         env.update(_build_env())
     try:
         proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, pass_fds=(to_r, from_w), start_new_session=True)
+                                stderr=subprocess.PIPE, pass_fds=(to_r, from_w, status_w), start_new_session=True)
         os.close(to_r)
         os.close(from_w)
-        to_r = from_w = None
+        os.close(status_w)
+        to_r = from_w = status_w = None
         protocol.nonblocking(to_w)
         protocol.nonblocking(from_r)
         out_cap, err_cap = _Capped(proc.stdout), _Capped(proc.stderr)
@@ -345,36 +369,32 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
             result.message += f"; before that, {reason}"
     except protocol.Closed:
         code = _wait_exit(proc)
-        if isolation.sandboxed and code is not None and 128 < code < 128 + 65:
-            code = 128 - code  # bwrap's init reports a child killed by signal n as exit status 128 + n, as a shell
+        ended = _read_status(status_r)
         result.status, result.score = "crashed", 0.0
         reason = first_failure(result.checks)  # what was found wrong before the crash, the likelier cause
-        start = _sandbox_failure(isolation, replied, code, err_cap)
+        start = _start_failure(isolation, replied, code, err_cap, ended)
         if start:
             result.status = "error"
-            result.message = f"INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: {start}"
+            result.message = f"INTERNAL GRADER ERROR (not the submission's fault): {start}"
             result.flags.append("internal grader error")
-        elif code is not None and code < 0:
-            result.message = f"the process died: killed by {_signal_name(code)}"
-            if reason:
-                result.message += f" after {reason}"
         else:
-            result.message = (f"the process exited (code {code}) before grading finished: os._exit(), a fatal "
-                              f"error, or a CUDA fault")
+            result.message = _how_it_ended(code, ended, isolation.sandboxed)
             if reason:
-                result.message += f"; before that, {reason}"
+                result.message += (" after " if result.message.startswith("the process died") else
+                                   "; before that, ") + reason
     except protocol.Malformed as exc:
         result.status, result.score = "error", 0.0
         result.message = f"the worker sent a malformed message ({exc}); the submission tampered with the channel?"
         result.flags.append("tampered with the grader's channel")
     finally:
-        _close(to_r, to_w, from_r, from_w)
+        _close(to_r, to_w, from_r, from_w, status_r, status_w)
         if proc is not None:
             _kill_group(proc)
         for cap in (out_cap, err_cap):
             if cap is not None:
                 cap.thread.join(timeout=2)
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)
     if out_cap is not None:
         total = out_cap.total + err_cap.total
         if total > OUTPUT_KEEP:
@@ -392,6 +412,69 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
         result.timing = ("not timed (CPU mode)" if not on_gpu else "not timed (no speed target)"
                          if ex.perf is None else "not timed (did not pass)")
     return result
+
+
+STAGED_NAME = "submission"  # the file name every submission is graded under (its extension kept)
+
+
+def stage_submission(path: str, folder: str) -> str:
+    """A copy of the submission at ``path`` in ``folder`` (a private temporary directory) under a fixed name,
+    ``submission.py`` or ``submission.ipynb``: what the worker reads and, under bubblewrap, what is bound into its
+    sandbox. So neither the path the instructor gave nor the file's name (a student's name, an nbgrader
+    ``submitted/<student>/`` folder) reaches the submission: not through its ``__file__``, a traceback, the bwrap
+    command line (``/proc/1/cmdline`` in the sandbox) or ``/proc/self/mountinfo``, which shows each bind mount's
+    source path. The report still names the submission by ``path``. Raises OSError when it cannot be read."""
+    dest = os.path.join(folder, STAGED_NAME + (".ipynb" if path.endswith(".ipynb") else ".py"))
+    shutil.copyfile(path, dest)  # raises for a folder, a FIFO (shutil.SpecialFileError is an OSError) or no file
+    os.chmod(dest, 0o444)
+    return dest
+
+
+def _read_status(fd: int | None) -> dict:
+    """What the worker's supervisor wrote (worker._supervise): {"started": bool, "signal": n} or {..., "exit": n},
+    or {"started": False} when it wrote nothing (the worker never started, or the pipe was already read)."""
+    if fd is None:
+        return {"started": False}
+    data = b""
+    try:
+        protocol.nonblocking(fd)
+        while len(data) < 256 and (chunk := os.read(fd, 256)):
+            data += chunk
+    except OSError:  # nothing more now (a supervisor still alive, or stopped)
+        pass
+    ended = {"started": False}
+    for line in data.decode(errors="replace").splitlines():
+        kind, _, value = line.partition(" ")
+        if kind == "started":
+            ended["started"] = True
+        elif kind in ("signal", "exit") and value.isdigit() and ended["started"]:
+            ended[kind] = int(value)
+    return ended
+
+
+def _how_it_ended(code: int | None, ended: dict, sandboxed: bool) -> str:
+    """The message for a worker that closed the channel before grading finished. ``ended``: its supervisor's report
+    (worker._supervise), which tells a signal from an exit status for sure. Without a final report (the submission
+    killed its supervisor), only the exit status is known: under bubblewrap 128 + n both for a process killed by
+    signal n and for one that called exit(128 + n), so the message says both; at the process level, the signal that
+    killed the supervisor."""
+    if "signal" in ended:
+        return f"the process died: killed by {_signal_name(-ended['signal'])}"
+    if "exit" in ended:
+        code = ended["exit"]
+    elif code is None:
+        return "the process stopped answering and did not exit (it was killed when grading ended)"
+    elif ended.get("started"):
+        if code < 0:
+            return (f"the process ended without saying how: its supervisor was killed by {_signal_name(code, False)} (by "
+                    f"the submission?)")
+        if sandboxed and 128 < code < 128 + 65:
+            return (f"the process exited with status {code} (128+{code - 128}: killed by {_signal_name(128 - code, False)}, "
+                    f"or exit({code})) without saying which: its supervisor was killed first (by the submission?)")
+    elif code < 0:  # no supervisor (a worker started without one): Popen's own report
+        return f"the process died: killed by {_signal_name(code)}"
+    return (f"the process exited (code {code}) before grading finished: os._exit(), a fatal error, or a CUDA "
+            f"fault")
 
 
 def _close(*fds) -> None:
@@ -465,15 +548,27 @@ def _prebuild(ex, path: str, tmp: str, isolation, deadline: float, mem_mb: int) 
             _kill_group(proc)
 
 
-def _sandbox_failure(isolation, replied: list, code, err_cap) -> str:
-    """bwrap's own error line when the sandbox failed before the worker said anything (bwrap exits 1 with
-    "bwrap: ..." on stderr); "" otherwise. A submission could print that line and exit before loading finished:
-    it would only get itself an error with a score of 0, flagged for a human."""
-    if not isolation.sandboxed or replied or code != 1 or err_cap is None:
+DOCTOR_ADVICE = ("`gpucourse doctor` says what this machine's isolation is and how to get the sandbox working; "
+                 "`--isolation process` grades without it")
+
+
+def _start_failure(isolation, replied: list, code, err_cap, ended: dict) -> str:
+    """Why the worker never started, when that is the grader's or the machine's failure, not the submission's: the
+    worker said nothing and its supervisor never started (it starts before the submission is read, so no code of
+    the submission has run). Under bubblewrap, bwrap's own first stderr line ("bwrap: ...": it could not create a
+    namespace, a bind source is missing, an option this bwrap lacks); else the worker's last stderr line. "" when the
+    worker started (whatever happened next is the submission's doing) or the process did not exit."""
+    if replied or ended.get("started") or code is None or code == 0:
         return ""
-    err_cap.thread.join(timeout=2)
-    first = (err_cap.text().strip().splitlines() or [""])[0]
-    return first[:300] if first.startswith("bwrap: ") else ""
+    lines = []
+    if err_cap is not None:
+        err_cap.thread.join(timeout=2)
+        lines = [line.strip() for line in err_cap.text().strip().splitlines() if line.strip()]
+    if isolation.sandboxed and lines and lines[0].startswith("bwrap: "):
+        return f"the sandbox did not start: {lines[0][:300]}; {DOCTOR_ADVICE}"
+    said = lines[-1][:300] if lines else f"exit status {code}, nothing on stderr"
+    where = " inside the sandbox" if isolation.sandboxed else ""
+    return f"the grading worker did not start{where}: {said}; {DOCTOR_ADVICE}"
 
 
 def first_failure(checks: list, limit: int = 300) -> str:

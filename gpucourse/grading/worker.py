@@ -13,6 +13,13 @@ seed sent by the grader, and only its list of problems goes back. What it relies
 submission is loaded and restored before every case and after every call into the submission; the function it calls
 returns plain values only (judging.py). What had to be restored is reported, for the grader to flag; a change found
 after a verdict (made while the judge was deciding) turns the case into an error.
+
+How the process ended (``--status-fd``): under bubblewrap the grader only sees bwrap's exit status, where a worker
+killed by signal n and one that called ``os._exit(128 + n)`` look the same. So before anything of the submission
+runs, the worker forks: the child goes on as the worker, the parent (:func:`_supervise`) waits for it and writes
+"signal N" or "exit N" on the status descriptor, which only it holds, and then ends the same way. It makes itself
+non-dumpable, so the submission (same user) cannot reach that descriptor through ``/proc/<pid>/fd``; it can kill its
+supervisor, and then the grader gets no report and says the status is ambiguous.
 """
 from __future__ import annotations
 
@@ -23,6 +30,54 @@ import re
 import resource
 import sys
 import traceback
+
+
+def _supervise(status_fd: int, close: tuple) -> None:
+    """Fork; the child returns (and is the worker), the parent never returns: it writes "started", waits for the
+    child, writes "signal N" or "exit N" on ``status_fd`` and ends as the child did. ``close``: the channel's
+    descriptors, which only the child keeps (the grader must see the channel close when the worker dies)."""
+    import signal
+
+    os.set_inheritable(status_fd, False)
+    try:
+        os.write(status_fd, b"started\n")
+    except OSError:
+        pass
+    pid = os.fork()
+    if pid == 0:
+        os.close(status_fd)
+        return
+    for fd in close:
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the worker, not its report
+    try:  # /proc/<pid>/fd of a non-dumpable process is closed to a process without CAP_SYS_PTRACE
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except Exception:  # no prctl (not Linux): the report could be forged by a submission that looks for it
+        pass
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    code = None if signum is not None else os.WEXITSTATUS(status)
+    try:
+        os.write(status_fd, (f"signal {signum}\n" if signum is not None else f"exit {code}\n").encode())
+    except OSError:
+        pass
+    if signum is not None:  # end the same way, for a grader without bwrap (Popen's returncode) and for bwrap's
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        except (OSError, ValueError):
+            pass
+        os._exit(128 + signum)
+    os._exit(code)
 
 
 def _limit(mem_mb: int, fsize_mb: int, limit_address_space: bool) -> None:
@@ -145,10 +200,13 @@ def main(argv=None) -> int:
     ap.add_argument("--wfd", type=int, required=True)
     ap.add_argument("--mem-mb", type=int, default=0)
     ap.add_argument("--fsize-mb", type=int, default=256)
+    ap.add_argument("--status-fd", type=int, default=None)
     args = ap.parse_args(argv)
     gpu_mode = os.environ.get("GPUCOURSE_MODE") == "gpu"
     _limit(args.mem_mb, args.fsize_mb, limit_address_space=not gpu_mode)
     rfd, wfd = args.rfd, args.wfd
+    if args.status_fd is not None:  # before the submission is read: from here on this process is the worker
+        _supervise(args.status_fd, (rfd, wfd))
     os.set_inheritable(rfd, False)
     os.set_inheritable(wfd, False)
 

@@ -49,6 +49,20 @@ EXPECTED = {
     "crash_after_a_failed_case.py": {"status": "crashed", "fails": ["n=1"],
                                      "message": "killed by SIGABRT after case 'n=1' failed: 1 of 1 elements differ"},
     "crash_os_exit.py": {"status": "crashed", "message": "exited (code 0)", "flags": ["exits or signals"]},
+    # Killed by a signal or exited: the worker's supervisor tells them apart (bwrap's exit status is 128 + n for
+    # both). Faked deaths read as exits; without the supervisor's report, the message gives both readings.
+    "crash_cpu_time_limit.py": {"status": "crashed", "message": "killed by SIGXCPU (over its CPU-time limit)"},
+    "crash_kills_itself_sigkill.py": {"status": "crashed", "message": "the process died: killed by SIGKILL"},
+    "cheat_exit_137_fakes_sigkill.py": {"status": "crashed", "message": "the process exited (code 137)",
+                                        "flags": ["exits or signals"]},
+    "cheat_exit_139_fakes_segfault.py": {"status": "crashed", "message": "the process exited (code 139)"},
+    "cheat_kill_supervisor_then_exit_137.py": {
+        "status": "crashed", "flags": ["exits or signals"],
+        "message": ("exited with status 137 (128+9: killed by SIGKILL, or exit(137)) without saying which",
+                    "the process ended without saying how: its supervisor was killed by SIGKILL")},
+    "error_sys_exit_137.py": {"status": "error", "message": "vector_add raised SystemExit: 137"},
+    # bwrap's own error line and exit status 1, printed by the submission: not the grader's failure.
+    "cheat_fake_bwrap_failure.py": {"status": "crashed", "message": "the process exited (code 1)"},
     "cheat_monkeypatch_allclose.py": {"status": "failed", "message": "elements differ",
                                       "flags": ["monkeypatches torch", "reaches into the grader"]},
     # The cached answer is wrong on the next case, and on the first one it comes back with every launch skipped.
