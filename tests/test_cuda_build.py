@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import types
 
 import pytest
@@ -327,3 +328,248 @@ def test_a_host_layout_binding_compiled_by_gcc_links_to_the_kernel_nvcc_compiled
         assert proc.returncode == 0, proc.stderr[-3000:]
     env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64", CUDA_VISIBLE_DEVICES="")
     assert subprocess.run([str(tmp_path / "t")], env=env, timeout=60).returncode == 0  # the runtime was reached
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The binding object: the pybind11 module of an exercise, compiled once by the grader and linked by every build of
+# its declarations instead of compiling main.cpp.
+
+CPP = "torch::Tensor scale_cuda(torch::Tensor x);"
+
+
+def test_the_binding_key_changes_with_each_input_that_changes_the_code(monkeypatch):
+    recipe = _fake_recipe(monkeypatch)
+    base = cuda_build.binding_key(CPP, ["scale_cuda"], recipe)
+    assert cuda_build.binding_key(CPP, ("scale_cuda",), dict(recipe)) == base  # the same inputs, the same key
+    changed = {
+        "declarations": cuda_build.binding_key(CPP.replace("x)", "y)"), ["scale_cuda"], recipe),
+        "names": cuda_build.binding_key(CPP + "\nint g();", ["scale_cuda", "g"], recipe),
+        "name order": cuda_build.binding_key(CPP + "\nint g();", ["g", "scale_cuda"], recipe),
+        "torch": cuda_build.binding_key(CPP, ["scale_cuda"], dict(recipe, torch="2.y")),
+        "compiler": cuda_build.binding_key(CPP, ["scale_cuda"], dict(recipe, compiler=["c++ 13"])),
+        "flags": cuda_build.binding_key(CPP, ["scale_cuda"], dict(recipe, flags=recipe["flags"] + ["-O3"])),
+    }
+    assert base not in changed.values() and len(set(changed.values())) == len(changed), changed
+    with pytest.raises(ValueError, match="identifiers"):
+        cuda_build.binding_key(CPP, ["scale_cuda); system(\"x\""], recipe)
+    with pytest.raises(ValueError, match="identifiers"):
+        cuda_build.binding_key(CPP, [], recipe)
+    with pytest.raises(TypeError, match="one string"):
+        cuda_build.binding_key([CPP], ["scale_cuda"], recipe)
+
+
+def test_the_module_source_is_load_inline_s_and_the_stub_calls_the_object_s_init():
+    src = cuda_build.module_source(CPP, ["scale_cuda"], "gpucourse_binding_k1")
+    assert src.startswith("#include <torch/extension.h>\n" + CPP)
+    assert "PYBIND11_MODULE(gpucourse_binding_k1, m)" in src
+    assert 'm.def("scale_cuda", torch::wrap_pybind_function(scale_cuda), "scale_cuda");' in src
+    stub = cuda_build.init_stub("k1")
+    assert 'extern "C" void* PyInit_gpucourse_binding_k1(void);' in stub
+    assert "GPUCOURSE_PYINIT(TORCH_EXTENSION_NAME)(void)" in stub and "return PyInit_gpucourse_binding_k1();" in stub
+
+
+def test_the_bound_files_keep_the_declarations_after_the_binding_and_the_stub_out_of_the_device_pass():
+    files = cuda_build.bound_sources("host", KERNELS, BINDING, CPP, "k1", "/b/cuda.cu")
+    assert set(files) == {"host.cpp", "cuda.cu"}
+    host = files["host.cpp"]
+    assert "torch/extension.h" not in host and host.startswith(cuda_build.BINDING_HEADERS)
+    # load_inline's main.cpp order: a definition that disagrees with its declaration fails to compile here too
+    assert host.index("torch::Tensor scale_cuda(torch::Tensor x) {") < host.index(CPP) < host.index("PyInit_")
+    assert files["cuda.cu"] == cuda_build.kernels_source(KERNELS, "/b/cuda.cu")
+    split = cuda_build.bound_sources("split", KERNELS, BINDING, CPP, "k1", "/b/cuda.cu")
+    assert list(split) == ["cuda.cu"]
+    tail = split["cuda.cu"].rsplit("#ifndef __CUDA_ARCH__\n", 1)[1]
+    assert "PyInit_gpucourse_binding_k1" in tail and tail.rstrip().endswith("#endif")
+    with pytest.raises(ValueError, match="inline"):
+        cuda_build.bound_sources("inline", KERNELS, BINDING, CPP, "k1", "/b/cuda.cu")
+
+
+def _binding_folder(root, recipe, cpp=CPP, functions=("scale_cuda",), obj=b"\x7fELF module", host_pch=None):
+    """A binding folder as prepare_binding leaves it (without compiling): binding.json and module.o."""
+    key = cuda_build.binding_key(cpp, functions, recipe)
+    folder = root / f"binding_{key}"
+    folder.mkdir(parents=True)
+    (folder / cuda_build.BINDING_OBJECT).write_bytes(obj)
+    (folder / "binding.json").write_text(json.dumps({
+        "key": key, "cpp": cpp, "functions": list(functions), "recipe": recipe, "host_pch": host_pch,
+        "object_sha256": cuda_build._sha256(str(folder / cuda_build.BINDING_OBJECT))}))
+    return folder
+
+
+@pytest.fixture
+def fake_ext(gpu_build, monkeypatch):
+    """build() as on a GPU, with torch's load (files) and load_inline (main.cpp) recorded instead of compiling; the
+    fixture's list gets ("load", kwargs) or ("load_inline", kwargs); ``fail["load"]`` makes load raise that."""
+    import torch.utils.cpp_extension as ext
+
+    fail = {}
+
+    def load(**kw):
+        gpu_build.append(("load", kw))
+        if "load" in fail:
+            raise fail["load"]
+        return types.SimpleNamespace(scale_cuda=lambda x: x)
+
+    def load_inline(**kw):
+        gpu_build.append(("load_inline", kw))
+        return types.SimpleNamespace(scale_cuda=lambda x: x)
+
+    monkeypatch.setattr(ext, "load", load)
+    monkeypatch.setattr(ext, "load_inline", load_inline)
+    monkeypatch.delenv(cuda_build.BINDING_ENV, raising=False)
+    monkeypatch.delenv(cuda_build.SHARED_ENV, raising=False)
+    monkeypatch.setattr(cuda_build, "_prepared", {})
+    return types.SimpleNamespace(calls=gpu_build, fail=fail)
+
+
+def _build_scale(cpp=CPP):
+    cuda_build.forget_loaded()
+    return cuda_build.build("k", KERNELS, BINDING, cpp, ["scale_cuda"])
+
+
+def test_a_build_links_the_binding_object_only_when_it_is_valid_for_exactly_these_declarations(fake_ext, monkeypatch,
+                                                                                                 tmp_path):
+    recipe = _fake_recipe(monkeypatch)
+    module = _build_scale()  # no object prepared: main.cpp as before
+    assert [c for c, _ in fake_ext.calls] == ["load_inline"] and module.build_layout == "host"
+    folder = _binding_folder(tmp_path / "shared", recipe)
+    monkeypatch.setenv(cuda_build.BINDING_ENV, str(folder))
+    fake_ext.calls.clear()
+    module = _build_scale()
+    (call, kw), = fake_ext.calls
+    assert call == "load" and kw["extra_ldflags"] == [str(folder / cuda_build.BINDING_OBJECT)]
+    assert [os.path.basename(s) for s in kw["sources"]] == ["host.cpp", "cuda.cu"]
+    assert module.build_layout == "host+binding"  # no precompiled torch/types.h recorded: host.cpp parses it
+    host_cpp = open(kw["sources"][0]).read()
+    assert f"PyInit_gpucourse_binding_{cuda_build.binding_key(CPP, ['scale_cuda'], recipe)}" in host_cpp
+
+    # the submission declares something else (another parameter): that object is not its module
+    fake_ext.calls.clear()
+    _build_scale(cpp=CPP.replace("x);", "x, double s);"))
+    assert [c for c, _ in fake_ext.calls] == ["load_inline"]
+    # the object changed after it was recorded
+    fake_ext.calls.clear()
+    (folder / cuda_build.BINDING_OBJECT).chmod(0o644)
+    (folder / cuda_build.BINDING_OBJECT).write_bytes(b"\x7fELF another module")
+    _build_scale()
+    assert [c for c, _ in fake_ext.calls] == ["load_inline"]
+
+
+@pytest.mark.parametrize("tamper", ["other declarations recorded", "other torch recorded", "folder of another key",
+                                    "no record"])
+def test_a_mismatched_or_tampered_binding_folder_is_ignored(fake_ext, monkeypatch, tmp_path, tamper):
+    recipe = _fake_recipe(monkeypatch)
+    folder = _binding_folder(tmp_path / "shared", recipe)
+    record = json.loads((folder / "binding.json").read_text())
+    if tamper == "other declarations recorded":
+        (folder / "binding.json").write_text(json.dumps(dict(record, cpp=CPP + "\nint g();")))
+    elif tamper == "other torch recorded":
+        (folder / "binding.json").write_text(json.dumps(dict(record, recipe=dict(recipe, torch="2.y"))))
+    elif tamper == "folder of another key":
+        folder = folder.rename(tmp_path / "shared" / "binding_0123456789abcdef")
+    else:
+        (folder / "binding.json").unlink()
+    monkeypatch.setenv(cuda_build.BINDING_ENV, str(folder))
+    assert cuda_build.binding_object(CPP, ["scale_cuda"]) is None
+    _build_scale()
+    assert [c for c, _ in fake_ext.calls] == ["load_inline"]
+
+
+def test_a_bound_build_that_fails_falls_back_to_main_cpp_and_is_not_tried_again_in_its_folder(fake_ext, monkeypatch,
+                                                                                              tmp_path):
+    recipe = _fake_recipe(monkeypatch)
+    folder = _binding_folder(tmp_path / "shared", recipe)
+    monkeypatch.setenv(cuda_build.BINDING_ENV, str(folder))
+    fake_ext.fail["load"] = ImportError("undefined symbol: _Z10scale_cudaN2at6TensorE")
+    module = _build_scale()
+    assert [c for c, _ in fake_ext.calls] == ["load", "load_inline"] and module.build_layout == "host"
+    bound_dir = os.path.dirname(fake_ext.calls[0][1]["sources"][0])
+    assert "undefined symbol" in open(os.path.join(bound_dir, cuda_build.BOUND_FAILED)).read()
+    fake_ext.calls.clear()
+    _build_scale()  # the graded worker after a prebuild that failed there: straight to main.cpp
+    assert [c for c, _ in fake_ext.calls] == ["load_inline"]
+
+
+def test_a_split_build_links_the_object_with_the_cu_file_alone(fake_ext, monkeypatch, tmp_path):
+    recipe = _fake_recipe(monkeypatch)
+    folder = _binding_folder(tmp_path / "shared", recipe)
+    monkeypatch.setenv(cuda_build.BINDING_ENV, str(folder))
+    monkeypatch.setenv(cuda_build.BUILD_ENV, "split")
+    module = _build_scale()
+    (call, kw), = fake_ext.calls
+    assert call == "load" and [os.path.basename(s) for s in kw["sources"]] == ["cuda.cu"]
+    assert module.build_layout == "split+binding"
+
+
+def test_the_binding_object_is_never_prepared_without_a_recipe_and_workers_see_it_read_only(monkeypatch, tmp_path):
+    from gpucourse.grading import sandbox
+
+    monkeypatch.setattr(cuda_build, "_prepared", {"binding": "/stale/binding_0"})
+    monkeypatch.setitem(cuda_build._recipe_cache, "recipe", None)
+    assert cuda_build.prepare_binding(CPP, ["scale_cuda"]) is None
+    assert cuda_build.worker_env().get(cuda_build.BINDING_ENV) is None  # the stale folder was forgotten
+    with pytest.raises(ValueError):
+        cuda_build.prepare_binding(CPP, ["not a name"])
+    monkeypatch.setattr(cuda_build, "_prepared", {"binding": str(tmp_path / "binding_1"),
+                                                  "host_pch": str(tmp_path / "pch_2")})
+    assert cuda_build.worker_env()[cuda_build.BINDING_ENV] == str(tmp_path / "binding_1")
+    (tmp_path / "w").mkdir()
+    cmd = sandbox.command(sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True), ["python"],
+                          str(tmp_path / "w"), None, False)
+    for folder in (str(tmp_path / "binding_1"), str(tmp_path / "pch_2")):
+        i = cmd.index(folder)
+        assert cmd[i - 1:i + 2] == ["--ro-bind", folder, folder]
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/lib64/libcudart.so") or cuda_build.tool("g++") is None,
+                    reason="needs CUDA's runtime library and g++")
+def test_a_prepared_binding_object_links_with_a_host_and_kernel_object_into_a_module_python_imports(monkeypatch,
+                                                                                                    tmp_path):
+    """Without a GPU or a CUDA torch (the recipe a CUDA torch would use, cuda_build.compile_only_recipe): the grader's
+    binding object, the submission's host.cpp (g++) and cuda.cu (nvcc) link into one .so; Python imports it by the
+    build's own name (the stub's PyInit_<name> calls the object's init) and the bound function reaches the CUDA
+    runtime (no GPU here: it reports an error code). The precompiled torch/types.h is skipped (it changes no code,
+    and takes half a minute)."""
+    import torch
+
+    monkeypatch.setenv("GPUCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(cuda_build.BINDING_ENV, raising=False)
+    monkeypatch.setattr(cuda_build, "_prepared", {})
+    recipe = cuda_build.compile_only_recipe(str(tmp_path / "include"))
+    if recipe is None:
+        pytest.skip("torch's extension recipe is not available here")
+    monkeypatch.setitem(cuda_build._recipe_cache, "recipe", recipe)
+    monkeypatch.setattr(cuda_build, "_build_pch", lambda *a, **k: None)
+    binding = BINDING.replace("c10::cuda::getCurrentCUDAStream()", "0").replace(
+        "return out;", "return torch::full({1}, (int64_t)cudaGetLastError(), torch::kInt64);")
+    folder = cuda_build.prepare_binding(CPP, ["scale_cuda"])
+    assert folder and cuda_build.worker_binds() == [folder]
+    assert not os.access(os.path.join(folder, cuda_build.BINDING_OBJECT), os.W_OK) or os.geteuid() == 0
+    assert oct(os.stat(os.path.join(folder, cuda_build.BINDING_OBJECT)).st_mode & 0o777) == "0o444"
+    obj = cuda_build.binding_object(CPP, ["scale_cuda"])
+    assert obj["folder"] == folder and obj["host_header"] is None
+    name = "k_0123abcd"
+    files = cuda_build.bound_sources("host", KERNELS, binding, CPP, obj["key"], "cuda.cu")
+    for fname, text in files.items():
+        (tmp_path / fname).write_text(text)
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    steps = [[cuda_build.nvcc_path(), "-c", "-arch=sm_90", "-Xcompiler", "-fPIC", "cuda.cu", "-o", "cuda.o"],
+             [*recipe["cxx"], "-c", "host.cpp", "-o", "host.o", *recipe["flags"], f"-DTORCH_EXTENSION_NAME={name}"],
+             [*recipe["cxx"], "-shared", "host.o", "cuda.o", obj["object"], "-o", f"{name}.so", f"-L{lib}", "-lc10",
+              "-ltorch_cpu", "-ltorch", "-ltorch_python", "-L/usr/local/cuda/lib64", "-lcudart"]]
+    for cmd in steps:
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    code = ("import importlib.machinery, importlib.util, sys, torch\n"
+            "loader = importlib.machinery.ExtensionFileLoader(sys.argv[1], sys.argv[2])\n"
+            "spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2], loader=loader)\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "print(sorted(k for k in vars(m) if not k.startswith('_')), int(m.scale_cuda(torch.ones(3))[0]))\n")
+    env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", code, name, str(tmp_path / f"{name}.so")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names, status = proc.stdout.split("] ")
+    assert names == "['scale_cuda'" and int(status) != 0  # the launch reached the runtime, which found no GPU
