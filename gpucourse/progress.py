@@ -66,7 +66,7 @@ class _Lines:
         self.desc, self.total, self.out = desc, total, out
         self.last_step, self.last_t = -1, None
 
-    def update(self, done: int, elapsed: float) -> None:
+    def update(self, done: int, elapsed: float, last: str = "") -> None:
         if self.total:
             step = done * STEPS // self.total
             if step == self.last_step or done == self.total:  # the end has its own line
@@ -75,8 +75,8 @@ class _Lines:
         elif self.last_t is not None and elapsed - self.last_t < EVERY_S:
             return
         self.last_t = elapsed
-        print(f"{self.desc}: {_count(done, self.total)} done after {_fmt_s(elapsed)}", file=self.out or sys.stderr,
-              flush=True)
+        print(f"{self.desc}: {_count(done, self.total)} done after {_fmt_s(elapsed)}{last}",
+              file=self.out or sys.stderr, flush=True)
 
     def finish(self, done: int, elapsed: float, complete: bool) -> None:
         how = "done in" if complete else "stopped after"
@@ -99,10 +99,10 @@ class _Bar:
         self.box = W.HBox([self.bar, self.label])
         self.handle = display(self.box, display_id=True)
 
-    def update(self, done: int, elapsed: float) -> None:
+    def update(self, done: int, elapsed: float, last: str = "") -> None:
         if self.total:
             self.bar.value = min(done, self.total)
-        self.label.value = f"{_count(done, self.total)}, {_fmt_s(elapsed)}"
+        self.label.value = f"{_count(done, self.total)}, {_fmt_s(elapsed)}{last}"
 
     def finish(self, done: int, elapsed: float, complete: bool) -> None:
         how = "done in" if complete else "stopped after"
@@ -113,11 +113,13 @@ class _Bar:
         self.label.close()
 
 
-def progress(iterable, desc: str, total: int | None = None, *, clock=time.monotonic, out=None, show: str | None = None):
+def progress(iterable, desc: str, total: int | None = None, *, label=None, clock=time.monotonic, out=None,
+             show: str | None = None):
     """Yield the items of ``iterable``, showing progress once the loop has run longer than :data:`QUIET_S`.
 
     ``desc``: what the loop does ("GEMV peers", "copy sweep"); ``total``: the number of items (default:
-    ``len(iterable)`` where it has one; without one the count shows without a percentage). ``clock``: the time source
+    ``len(iterable)`` where it has one; without one the count shows without a percentage). ``label(item)``: a name
+    for the item just done, shown after the count (so a log that stops says what ran last). ``clock``: the time source
     (tests pass a fake one); ``out``: where lines go (default stderr); ``show``: "widget", "lines" or "off" (default:
     :func:`mode`). A loop left early (``break``, an exception) says where it stopped if it showed anything.
     """
@@ -133,10 +135,10 @@ def progress(iterable, desc: str, total: int | None = None, *, clock=time.monoto
     show = show or mode()
     if show not in MODES:
         raise ValueError(f"show must be one of {MODES}, not {show!r}")
-    return _run(iterable, desc, total, clock, out, show)
+    return _run(iterable, desc, total, label, clock, out, show)
 
 
-def _run(iterable, desc, total, clock, out, show):
+def _run(iterable, desc, total, label, clock, out, show):
     start = clock()
     view, done, complete, elapsed = None, 0, False, 0.0
     try:
@@ -149,7 +151,7 @@ def _run(iterable, desc, total, clock, out, show):
             if view is None and elapsed > QUIET_S:
                 view = _Bar(desc, total) if show == "widget" else _Lines(desc, total, out)
             if view is not None:
-                view.update(done, elapsed)
+                view.update(done, elapsed, f" (last: {label(item)})" if label else "")
         complete = True
     finally:
         if view is not None:  # the end of a finished loop is its last item's end; a loop left early ends now

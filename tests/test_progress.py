@@ -132,3 +132,10 @@ def test_the_notebook_bar_is_replaced_by_one_line_when_done(monkeypatch):
 def test_the_notebook_bar_never_appears_for_a_fast_loop(monkeypatch):
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: pytest.fail("nothing is displayed"))
     assert list(P.progress(range(5), "quick", clock=clock(0.1), show="widget")) == list(range(5))
+
+
+def test_a_label_names_the_item_just_done():
+    _, lines = run(["bf16 cuBLAS", "int8 (ours)", "int4 (ours)", "int8 torchao"], 1.0, show="lines",
+                   label=lambda name: name)
+    assert lines[0] == "sweep: 3/4 (75%) done after 3.0 s (last: int4 (ours))"
+    assert lines[-1] == "sweep: 4/4 (100%) done in 4.0 s"

@@ -218,6 +218,25 @@ def test_measure_paths_run_small():
     assert mlp["weight_mb"]["int4"] < mlp["weight_mb"]["int8"] < mlp["weight_mb"]["bf16"]
 
 
+def test_measure_paths_run_in_fp16_where_the_gate_falls_back(monkeypatch, capsys):
+    """On a GPU without bf16 tensor cores (a T4, faked here: the kernels run in the interpreter) the activations and
+    the unquantized weights are float16, and the measurement says why."""
+    from gpucourse import device
+
+    t4 = device.DeviceProps("Tesla T4", 7, 5, 40, 15 * 2**30, 4 * 2**20)
+    monkeypatch.setattr(device, "props", lambda index=None: t4)
+    assert measure.quantized_weights(16, 256)["w"].dtype == torch.float16
+    assert measure.MLPBlock(64, 128, "int8").weights[0].dtype == torch.float16
+    seen = []
+    real = kernels.w8a16_gemv
+    monkeypatch.setattr(kernels, "w8a16_gemv", lambda x, *a, **k: seen.append(x.dtype) or real(x, *a, **k))
+    sw = measure.batch_sweep(32, 256, ms=(1, 4), bench_kw=measure.QUICK)
+    assert set(seen) == {torch.float16} and len(sw["us"]["int8 (ours)"]) == 2
+    assert "Tesla T4 (sm_75) has no bf16 tensor cores" in capsys.readouterr().out
+    mlp = measure.mlp_decode(128, 256, bench_kw=measure.QUICK, rounds=1, group_size=64)
+    assert 0 < mlp["errors"]["int8"]["rel_fro"] < mlp["errors"]["int4"]["rel_fro"] < 0.2
+
+
 def test_benchmark_targets():
     res = {"rows": [{"shape": [8, 8], "us": {"bf16 cuBLAS": 60.0, "int8 (ours)": 30.0, "int4 (ours)": 20.0,
                                               "int8 torch.compile dequant+matmul": 50.0}}], "notes": {"torchao": "x"}}

@@ -120,3 +120,44 @@ def test_recorded_run_is_labelled_or_absent(capsys):
         assert got is None and "No multi-GPU run of this lesson is recorded yet" in out
     else:
         assert rec["world"] >= 2 and "Recorded on" in out
+
+
+# --- the T4 gate: fp16 autocast with a GradScaler where there are no bf16 tensor cores -----------------------------
+
+def _fake_gpu(monkeypatch, name, major, minor):
+    from gpucourse import device
+
+    props = device.DeviceProps(name, major, minor, 40, 15 * 2**30, 4 * 2**20)
+    monkeypatch.setattr(device, "props", lambda index=None: props)
+
+
+def test_fp16_steps_through_a_grad_scaler_and_bf16_does_not():
+    cfg = model.config(CONFIGS[0], precision="fp16")
+    m, opt, x, y = model.make(cfg)
+    assert isinstance(m.scaler, torch.amp.GradScaler)
+    first = model.train_step(m, opt, x, y).item()
+    assert m.scaler._scale is not None, "the loss went through scaler.scale before backward"
+    for _ in range(3):
+        last = model.train_step(m, opt, x, y).item()
+    assert last < first and all(p.grad is None for p in m.parameters())
+    for p in ("bf16", "fp32"):
+        assert model.make(model.config(CONFIGS[0], precision=p))[0].scaler is None
+
+
+def test_budget_modes_follow_the_gate(monkeypatch, capsys):
+    from gpucourse.lessons.l10_training_scale import bench
+
+    base = dict(CONFIGS[0], precision="fp32", checkpoint="none")
+    _fake_gpu(monkeypatch, "Tesla T4", 7, 5)
+    res = bench.budget_result(base, timed=False)
+    assert "Tesla T4 (sm_75) has no bf16 tensor cores" in capsys.readouterr().out
+    assert bench.mixed_name(res) == "fp16 autocast + GradScaler"
+    assert {p["config"]["precision"] for p in res["points"].values()} == {"fp32", "fp16"}
+    for p in res["points"].values():  # the prediction holds for fp16 as for bf16 (the scaler's few bytes aside)
+        assert abs(p["predicted"]["activations"] - p["measured"]["activations"]) <= 64
+    _fake_gpu(monkeypatch, "NVIDIA H100 80GB HBM3", 9, 0)
+    assert list(bench.modes(model.mixed_precision())) == [
+        "fp32", "bf16 autocast", "bf16, MLPs checkpointed", "bf16, blocks checkpointed", "fp32, blocks checkpointed"]
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="low must be 'bf16' or 'fp16'"):
+        bench.modes("fp8")

@@ -7,7 +7,9 @@ are timed the same way. Ratios are measured within one call: every contender of 
 
 The peers a practitioner could use instead of a kernel of their own:
 
-* ``bf16 cuBLAS``: ``F.linear(x, w)`` with bf16 weights: the baseline every ratio is against;
+* ``bf16 cuBLAS``: ``F.linear(x, w)`` with bf16 weights: the baseline every ratio is against (on a GPU without bf16
+  tensor cores, a T4, the activations, the baseline's weights and the dequantized weights are float16 instead:
+  :func:`low_dtype`, which prints the sentence saying so; the names stay those of the bf16 course machine);
 * ``torch dequant+matmul``: dequantize to bf16 with torch ops, then ``F.linear`` (eager);
 * ``torch.compile dequant+matmul``: the same function through ``torch.compile`` (Inductor may fuse the dequantization
   into its own kernel);
@@ -25,12 +27,12 @@ mean anything.
 from __future__ import annotations
 
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
-from gpucourse import device
+from gpucourse import device, dtypes
+from gpucourse.progress import progress
 from gpucourse.timing import copy_gbps, interleaved
 
 from . import kernels, packing, quant
@@ -41,15 +43,25 @@ QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path
 FLUSH = {"flush_l2": "read"}  # see the module docstring
 
 
-def _progress(line: str) -> None:
-    """Progress of a long benchmark, on stderr (a child process's last lines say where it stopped)."""
+def _note(line: str) -> None:
+    """A step of a long benchmark that is not one item of a loop (quantizing and compiling torchao), on stderr (a
+    child process's last lines say where it stopped)."""
     print(line, file=sys.stderr, flush=True)
 
 
-def quantized_weights(n: int, k: int, group_size: int = GROUP, gen=None) -> dict:
-    """A random bf16 weight (N, K) and its int8 per-channel and int4 group-wise versions, on this device."""
+def low_dtype(props=None, say: bool = True) -> dtypes.Choice:
+    """The 16-bit dtype of the activations and of the unquantized weights: bfloat16, or float16 on a GPU without
+    bf16 tensor cores (a T4, sm_75), printing the sentence that says so (``dtypes.for_device``). The lesson's
+    kernels take either (``kernels.ACT_DTYPES``)."""
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
+def quantized_weights(n: int, k: int, group_size: int = GROUP, gen=None, dtype=None) -> dict:
+    """A random 16-bit weight (N, K) (``dtype``, default :func:`low_dtype`: bf16, fp16 on a T4) and its int8
+    per-channel and int4 group-wise versions, on this device."""
     dev = device.torch_device()
-    w = torch.randn(n, k, generator=gen).to(torch.bfloat16).to(dev)
+    dtype = dtype or low_dtype(say=False).torch
+    w = torch.randn(n, k, generator=gen).to(dtype).to(dev)
     q8, s8 = quant.quantize(w, 8, "channel")
     q4, s4 = quant.quantize(w, 4, "group", group_size)
     return {"w": w, "q8": q8, "s8": s8, "packed": packing.pack_int4(q4), "s4": s4, "group_size": group_size}
@@ -100,11 +112,12 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
     int4_fn = int4_fn or kernels.w4a16_gemv
     bench_kw = {**FLUSH, **(bench_kw or {})}
     on_gpu = device.on_gpu()
+    low = low_dtype().torch
     gen = torch.Generator().manual_seed(0)
     rows, notes = [], {}
-    for n, k in shapes:
-        d = quantized_weights(n, k, group_size, gen)
-        x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(d["w"].device)
+    for n, k in progress(shapes, f"GEMV peers at M={m}"):
+        d = quantized_weights(n, k, group_size, gen, low)
+        x = torch.randn(m, k, generator=gen).to(low).to(d["w"].device)
         w, q8, s8, p4, s4 = d["w"], d["q8"], d["s8"], d["packed"], d["s4"]
         fns = {
             "bf16 cuBLAS": lambda: F.linear(x, w),
@@ -123,7 +136,7 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
             fns["int8 torch.compile dequant+matmul"] = lambda: c8(x, q8, s8)
             fns["int4 torch.compile dequant+matmul"] = lambda: c4(x, p4, s4, group_size)
         if with_torchao and on_gpu:
-            _progress(f"{n} x {k}: torchao int8 weight-only, quantizing and compiling ...")
+            _note(f"{n} x {k}: torchao int8 weight-only, quantizing and compiling ...")
             ao, why = torchao_int8(w)
             if ao is not None:
                 fns["int8 torchao weight-only (compiled)"] = lambda: ao(x)
@@ -133,12 +146,10 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
         exact8 = kernels.reference_gemv(x, quant.dequantize(q8, s8)).float()
         exact4 = kernels.reference_gemv(x, quant.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
         err = {}
-        for name, fn in fns.items():
+        for name, fn in progress(list(fns.items()), f"{n} x {k}: first calls (compiling)", label=lambda i: i[0]):
             if name == "bf16 cuBLAS":
                 continue
-            t0 = time.perf_counter()
             out = fn().float()
-            _progress(f"{n} x {k}: {name} ready ({time.perf_counter() - t0:.1f} s)")
             ref = exact8 if name.startswith("int8") else exact4
             err[name] = float((out - ref).abs().max() / ref.abs().max())
         timed = interleaved(fns, rounds=rounds, **bench_kw)
@@ -158,8 +169,9 @@ def flush_effect(n: int = 8192, k: int = 8192, group_size: int = GROUP, rounds: 
     """µs of bf16 cuBLAS and the lesson's int8 and int4 kernels at M = 1 on one (N, K) weight, once with L2
     flushed by writing (``do_bench``'s way) and once by reading, so the two protocols' ratios can be compared."""
     bench_kw = dict(bench_kw or {})
-    d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(3))
-    x = torch.randn(1, k, device=d["w"].device).to(torch.bfloat16)
+    low = low_dtype().torch
+    d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(3), low)
+    x = torch.randn(1, k, device=d["w"].device).to(low)
     fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
            "int8 (lesson kernel)": lambda: kernels.w8a16_gemv(x, d["q8"], d["s8"]),
            "int4 (lesson kernel)": lambda: kernels.w4a16_gemv(x, d["packed"], d["s4"], group_size)}
@@ -176,10 +188,11 @@ def batch_sweep(n: int = 8192, k: int = 8192, ms=(1, 2, 4, 8, 16, 32, 64, 128, 2
     int8_fn = int8_fn or kernels.w8a16_gemv
     int4_fn = int4_fn or kernels.w4a16_gemv
     bench_kw = {**FLUSH, **(bench_kw or {})}
-    d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(1))
+    low = low_dtype().torch
+    d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(1), low)
     out = {"n": n, "k": k, "ms": list(ms), "us": {"bf16 cuBLAS": [], "int8 (ours)": [], "int4 (ours)": []}}
-    for m in ms:
-        x = torch.randn(m, k, device=d["w"].device).to(torch.bfloat16)
+    for m in progress(ms, f"batch sweep {n} x {k}"):
+        x = torch.randn(m, k, device=d["w"].device).to(low)
         fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
                "int8 (ours)": lambda: int8_fn(x, d["q8"], d["s8"]),
                "int4 (ours)": lambda: int4_fn(x, d["packed"], d["s4"], group_size)}
@@ -196,9 +209,10 @@ class MLPBlock:
     def __init__(self, hidden: int, inter: int, fmt: str = "bf16", group_size: int = GROUP, gen=None,
                  weights=None, int8_fn=None, int4_fn=None):
         dev = device.torch_device()
-        if weights is None:
-            gu = (torch.randn(2 * inter, hidden, generator=gen) / hidden ** 0.5).to(torch.bfloat16).to(dev)
-            dn = (torch.randn(hidden, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16).to(dev)
+        if weights is None:  # 16-bit: bf16, fp16 on a T4 (low_dtype)
+            low = low_dtype(say=False).torch
+            gu = (torch.randn(2 * inter, hidden, generator=gen) / hidden ** 0.5).to(low).to(dev)
+            dn = (torch.randn(hidden, inter, generator=gen) / inter ** 0.5).to(low).to(dev)
             weights = (gu, dn)
         self.weights, self.fmt, self.inter, self.group_size = weights, fmt, inter, group_size
         self.int8_fn = int8_fn or kernels.w8a16_gemv
@@ -236,12 +250,13 @@ def mlp_decode(hidden: int = 4096, inter: int = 14336, m: int = 1, int8_fn=None,
     and the output's error against the bf16 block (relative to the output's largest magnitude, and relative
     Frobenius)."""
     bench_kw = {**FLUSH, **(bench_kw or {})}
+    low = low_dtype().torch  # prints the sentence on a T4; the blocks' weights ask it again, silently
     gen = torch.Generator().manual_seed(2)
     blocks = {"bf16": MLPBlock(hidden, inter, "bf16", group_size, gen)}
     for fmt in ("int8", "int4"):
         blocks[fmt] = MLPBlock(hidden, inter, fmt, group_size, weights=blocks["bf16"].weights,
                                int8_fn=int8_fn, int4_fn=int4_fn)
-    x = torch.randn(m, hidden, generator=gen).to(torch.bfloat16).to(device.torch_device())
+    x = torch.randn(m, hidden, generator=gen).to(low).to(device.torch_device())
     ref = blocks["bf16"](x).double()
     errors = {}
     for fmt, blk in blocks.items():

@@ -8,23 +8,39 @@ from __future__ import annotations
 import gc
 
 from gpucourse.benchmarks import register, target
+from gpucourse.progress import progress
 
 from . import budget, model
 
-MODES = {"fp32": dict(precision="fp32", checkpoint="none"),
-         "bf16 autocast": dict(precision="bf16", checkpoint="none"),
-         "bf16, MLPs checkpointed": dict(precision="bf16", checkpoint="mlp"),
-         "bf16, blocks checkpointed": dict(precision="bf16", checkpoint="block"),
-         "fp32, blocks checkpointed": dict(precision="fp32", checkpoint="block")}
+def modes(low: str = "bf16") -> dict:
+    """The modes measured, name -> config changes: fp32, ``low`` autocast ("bf16"; "fp16", with a GradScaler, on a
+    GPU without bf16 tensor cores: :func:`model.mixed_precision`), each with MLPs or blocks checkpointed, and fp32
+    with blocks checkpointed."""
+    mixed = {"bf16": "bf16 autocast", "fp16": "fp16 autocast + GradScaler"}
+    if low not in mixed:
+        raise ValueError(f"low must be 'bf16' or 'fp16', not {low!r}")
+    return {"fp32": dict(precision="fp32", checkpoint="none"),
+            mixed[low]: dict(precision=low, checkpoint="none"),
+            f"{low}, MLPs checkpointed": dict(precision=low, checkpoint="mlp"),
+            f"{low}, blocks checkpointed": dict(precision=low, checkpoint="block"),
+            "fp32, blocks checkpointed": dict(precision="fp32", checkpoint="block")}
+
+
+
+def mixed_name(res: dict) -> str:
+    """The name of ``res``'s mixed-precision mode without checkpointing (the lesson's baseline row)."""
+    return next(name for name, p in res["points"].items()
+                if p["config"]["precision"] != "fp32" and p["config"]["checkpoint"] == "none")
 
 
 def budget_result(base: dict | None = None, timed: bool = True) -> dict:
-    """Per mode: the measured budget (and peak), the prediction, and (GPU, ``timed``) the step's median ms."""
+    """Per mode (:func:`modes` for this GPU's 16-bit type): the measured budget (and peak), the prediction, and (GPU,
+    ``timed``) the step's median ms."""
     from gpucourse import device
 
     base = model.config(base)
     points = {}
-    for name, mode in MODES.items():
+    for name, mode in progress(modes(model.mixed_precision()).items(), "memory budget, per mode"):
         cfg = dict(base, **mode)
         measured = model.measure_budget(cfg)
         points[name] = {"config": cfg, "measured": measured, "predicted": budget.predict(cfg),

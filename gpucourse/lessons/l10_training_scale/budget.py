@@ -4,11 +4,13 @@ figures with a measurement, never with this file, and refuses a submission that 
 
 Every term counts bytes of tensors, as the allocator's ``memory_allocated`` does. T = batch x seq tokens; the
 residual stream stays float32 under bf16 autocast (the blocks add bf16 outputs into it), and layer norm computes in
-float32, so under autocast the linear layers keep a bf16 copy of their input and of their weight.
+float32, so under autocast the linear layers keep a bf16 copy of their input and of their weight. fp16 autocast (a T4's
+stand-in for bf16) keeps the same 2-byte copies; its GradScaler adds a few bytes.
 """
 from __future__ import annotations
 
 FP32 = 4
+HALF = ("bf16", "fp16")  # the precisions that autocast to a 2-byte type
 
 
 def parameter_count(cfg: dict) -> int:
@@ -25,8 +27,8 @@ def parameter_tensors(cfg: dict) -> int:
 def activations_per_block(cfg: dict) -> dict:
     """Bytes autograd keeps per block, split into the attention half and the MLP half (without checkpointing)."""
     d, t = cfg["d"], cfg["batch"] * cfg["seq"]
-    c = 2 if cfg["precision"] == "bf16" else FP32  # bytes of what the linear layers and attention compute in
-    casts = 2 if cfg["precision"] == "bf16" else 0  # a bf16 copy of each weight, kept for the weight's backward
+    c = 2 if cfg["precision"] in HALF else FP32  # bytes of what the linear layers and attention compute in
+    casts = 2 if cfg["precision"] in HALF else 0  # a bf16 (fp16) copy of each weight, kept for the weight's backward
     ln_stats = 2 * t * FP32  # mean and 1/std per token
     lse = cfg["batch"] * cfg["heads"] * cfg["seq"] * FP32  # attention's log-sum-exp per query and head
     attention = (t * d * (FP32 + c + 3 * c + c)  # block input (LN saves it), LN out, q k v, attention out
@@ -64,7 +66,7 @@ def backward_working(cfg: dict) -> int:
     float32 gradient flowing in the residual stream, the gradient of the GELU's input (4d wide, in the compute dtype;
     the gradient of its output took the place of the GELU output it frees) and fc2's float32 weight gradient."""
     d, t = cfg["d"], cfg["batch"] * cfg["seq"]
-    c = 2 if cfg["precision"] == "bf16" else FP32
+    c = 2 if cfg["precision"] in HALF else FP32
     return t * d * (FP32 + 4 * c) + 4 * d * d * FP32
 
 

@@ -99,9 +99,8 @@ def _cfg(backend: str, precision: str) -> dict:
 def _step(model, opt, x, y, cfg):
     with M.autocast(cfg, x.device):
         loss = ((model(x) - y) ** 2).mean()
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    M.backward(model, loss)  # fp16: through the model's GradScaler
+    M.step(model, opt)
     return loss
 
 
@@ -170,7 +169,7 @@ def task_ddp(rank, world, dev, backend, args) -> dict:
     with profile(activities=acts) as prof:
         with M.autocast(cfg, dev):
             loss = ((ddp(x) - y) ** 2).mean()
-        loss.backward()
+        M.backward(ddp, loss)
         sync(dev)
     out["timeline"] = _timeline(prof, dev)
     if dev.type == "cuda":
@@ -239,11 +238,10 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
             opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=dev.type == "cuda" or kind == "ddp")
             with M.autocast(cfg, dev):
                 loss = ((net(x) - y) ** 2).mean()
-            loss.backward()
+            M.backward(net, loss)
             held = _state_bytes(net.module if kind == "ddp" else net, opt)  # gradients, before the step
-            opt.step()
+            M.step(net, opt)  # and zero_grad: the optimizer's state is what is counted next
             held["optimizer"] = _state_bytes(net.module if kind == "ddp" else net, opt)["optimizer"]
-            opt.zero_grad(set_to_none=True)
             del loss
             res = {"held_bytes": held}
             if dev.type == "cuda":
@@ -287,9 +285,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("task", choices=sorted(TASKS))
     ap.add_argument("--out", required=True)
-    ap.add_argument("--precision", default="bf16", choices=M.PRECISIONS)
+    ap.add_argument("--precision", default=None, choices=M.PRECISIONS,
+                    help="default: bf16, or fp16 with a GradScaler on GPUs without bf16 tensor cores (a T4)")
     args = ap.parse_args()
     rank, world, dev, backend = setup()
+    if args.precision is None:  # rank 0 says why on a T4; gloo ranks on the CPU run bf16
+        args.precision = M.mixed_precision(say=rank == 0) if dev.type == "cuda" else "bf16"
     try:
         res = TASKS[args.task](rank, world, dev, backend, args)
         if rank == 0:

@@ -1,9 +1,10 @@
 """The notebook's transformer, and its memory: measured (the allocator on a GPU, a tensor tracker anywhere) and
 predicted from the config (parameters, gradients, AdamW's two states, the activations autograd keeps).
 
-A config is a plain dict: ``d`` (model width), ``layers``, ``heads``, ``batch``, ``seq``, ``precision`` ("fp32" or
-"bf16": bf16 autocast over fp32 weights) and ``checkpoint`` ("none", "block": every block recomputed in backward,
-"mlp": only each block's MLP half recomputed). The input is a float batch (B, S, d) and the loss a mean squared error
+A config is a plain dict: ``d`` (model width), ``layers``, ``heads``, ``batch``, ``seq``, ``precision`` ("fp32",
+"bf16": bf16 autocast over fp32 weights, or "fp16": fp16 autocast with a GradScaler, what a GPU without bf16 tensor
+cores (a T4) runs instead of bf16: :func:`mixed_precision`) and ``checkpoint`` ("none", "block": every block
+recomputed in backward, "mlp": only each block's MLP half recomputed). The input is a float batch (B, S, d) and the loss a mean squared error
 against a float target, so no vocabulary hides the blocks' own memory.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as _checkpoint
 from torch.utils._python_dispatch import TorchDispatchMode
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16")
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 CHECKPOINTS = ("none", "block", "mlp")
 # The model the lesson measures on a GPU: 8 blocks of width 1024, about 100 M parameters, batch 8 x 1024 tokens.
 GPU_CONFIG = dict(d=1024, layers=8, heads=16, batch=8, seq=1024, precision="fp32", checkpoint="none")
@@ -83,13 +85,30 @@ class Model(nn.Module):
         return self.ln_f(x)
 
 
+def low_dtype(props=None, say: bool = True):
+    """The 16-bit type the lesson's mixed-precision runs autocast to: bfloat16, or float16 on a GPU without bf16
+    tensor cores (a T4, sm_75), printing the sentence that says so (a ``dtypes.Choice``)."""
+    from gpucourse import dtypes
+
+    return dtypes.for_device("bfloat16", props, say=say)
+
+
+def mixed_precision(props=None, say: bool = True) -> str:
+    """The ``precision`` of the lesson's mixed-precision runs: "bf16", or "fp16" (autocast with a GradScaler) where
+    :func:`low_dtype` falls back to float16."""
+    return low_dtype(props, say).short
+
+
 def make(cfg: dict, dev=None, seed: int = 0):
-    """(model, AdamW(fused), batch x, target y) for ``cfg`` on ``dev`` (default: the course's device)."""
+    """(model, AdamW(fused), batch x, target y) for ``cfg`` on ``dev`` (default: the course's device). For
+    ``precision="fp16"`` the model carries a ``GradScaler`` (``model.scaler``, None otherwise) that :func:`backward`
+    and :func:`step` use: fp16's range would flush small gradients to zero without loss scaling."""
     from gpucourse import device
 
     dev = torch.device(dev) if dev is not None else device.torch_device()
     torch.manual_seed(seed)
     model = Model(cfg).to(dev)
+    model.scaler = torch.amp.GradScaler(dev.type) if cfg["precision"] == "fp16" else None
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     gen = torch.Generator().manual_seed(seed + 1)
     shape = (cfg["batch"], cfg["seq"], cfg["d"])
@@ -98,9 +117,9 @@ def make(cfg: dict, dev=None, seed: int = 0):
 
 
 def autocast(cfg: dict, dev):
-    """bf16 autocast for ``precision="bf16"``, nothing for fp32."""
-    if cfg["precision"] == "bf16":
-        return torch.autocast(torch.device(dev).type, dtype=torch.bfloat16)
+    """bf16 (fp16) autocast for ``precision="bf16"`` (``"fp16"``), nothing for fp32."""
+    if cfg["precision"] in _AUTOCAST:
+        return torch.autocast(torch.device(dev).type, dtype=_AUTOCAST[cfg["precision"]])
     return contextlib.nullcontext()
 
 
@@ -110,11 +129,33 @@ def loss_of(model, x, y):
         return ((model(x) - y) ** 2).mean()
 
 
+def _scaler(model):
+    """The GradScaler :func:`make` gave the model (None unless fp16); a DDP wrapper's is its module's."""
+    return getattr(getattr(model, "module", model), "scaler", None)
+
+
+def backward(model, loss) -> None:
+    """``loss.backward()``; with the model's GradScaler (fp16), of the loss scaled up first."""
+    scaler = _scaler(model)
+    (loss if scaler is None else scaler.scale(loss)).backward()
+
+
+def step(model, opt) -> None:
+    """``opt.step()`` then zero the gradients; with the model's GradScaler (fp16) the scaler steps (it unscales the
+    gradients, skips the step if one is inf or NaN) and updates its scale."""
+    scaler = _scaler(model)
+    if scaler is None:
+        opt.step()
+    else:
+        scaler.step(opt)
+        scaler.update()
+    opt.zero_grad(set_to_none=True)
+
+
 def train_step(model, opt, x, y):
     loss = loss_of(model, x, y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    backward(model, loss)
+    step(model, opt)
     return loss
 
 
@@ -188,10 +229,9 @@ def measure_budget(cfg: dict, dev=None, seed: int = 0, peak: bool = True) -> dic
     model, opt, x, y = make(cfg, dev, seed)
     params = _nbytes(model.parameters())
     loss = loss_of(model, x, y)
-    loss.backward()
+    backward(model, loss)
     grads = _nbytes(p.grad for p in model.parameters())
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    step(model, opt)
     state = _nbytes(t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor))
     del loss
     out = {"parameters": params, "gradients": grads, "optimizer": state}
@@ -202,9 +242,8 @@ def measure_budget(cfg: dict, dev=None, seed: int = 0, peak: bool = True) -> dic
         loss = loss_of(model, x, y)
         torch.cuda.synchronize(dev)
         out["activations"] = torch.cuda.memory_allocated(dev) - before
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        backward(model, loss)
+        step(model, opt)
         del loss
         torch.cuda.synchronize(dev)
         out["peak"] = torch.cuda.max_memory_allocated(dev) - already
@@ -216,9 +255,8 @@ def measure_budget(cfg: dict, dev=None, seed: int = 0, peak: bool = True) -> dic
             out["activations"] = live.alive
             if not peak:
                 return out
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            backward(model, loss)
+            step(model, opt)
             del loss
         out["peak"] = static + live.peak
         out["peak_measured_by"] = "tracked tensors (LiveTensors) + parameters, AdamW state and the batch"
@@ -245,11 +283,10 @@ def memory_timeline(cfg: dict, seed: int = 0) -> dict:
             loss = loss_of(model, x, y)
             torch.cuda.synchronize()
             snap_fwd = len(torch.cuda.memory._snapshot()["device_traces"][dev.index or 0])
-            loss.backward()
+            backward(model, loss)
             torch.cuda.synchronize()
             snap_bwd = len(torch.cuda.memory._snapshot()["device_traces"][dev.index or 0])
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            step(model, opt)
             del loss
             torch.cuda.synchronize()
             trace = torch.cuda.memory._snapshot()["device_traces"][dev.index or 0]
@@ -275,10 +312,9 @@ def memory_timeline(cfg: dict, seed: int = 0) -> dict:
     with LiveTensors() as live:
         loss = loss_of(model, x, y)
         fwd = len(live.timeline) - 1
-        loss.backward()
+        backward(model, loss)
         bwd = len(live.timeline) - 1
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        step(model, opt)
         del loss
     return {"bytes": [static + b for _, b in live.timeline], "marks": {"forward ends": fwd, "backward ends": bwd},
             "source": "tensors tracked op by op (LiveTensors), plus parameters, AdamW state and the batch"}
