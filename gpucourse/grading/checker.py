@@ -622,7 +622,8 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
 
             mapped = [c for c in results if not c.passed and c.where is not None]
             if len(mapped) > drawing.MAX_FIGURES:
-                print(f"(drawn below: the first {drawing.MAX_FIGURES} of the {len(mapped)} failed cases)")
-            for c in mapped[:drawing.MAX_FIGURES]:
+                print(f"(drawn below: {drawing.MAX_FIGURES} of the {len(mapped)} failed cases, those whose "
+                      f"pictures show the most)")
+            for c in drawing.pick(mapped):
                 drawing.show(drawing.draw(c.where, ex.id, c.name))
     return result

@@ -87,7 +87,7 @@ def draw(where: compare.WhereMap, exercise: str = "", case: str = ""):
     import numpy as np
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
-    from matplotlib.ticker import StrMethodFormatter
+    from matplotlib.ticker import MaxNLocator, MultipleLocator, StrMethodFormatter
 
     one_d = len(where.shape) <= 1
     if one_d:
@@ -106,7 +106,7 @@ def draw(where: compare.WhereMap, exercise: str = "", case: str = ""):
     rgb = lut[cells.numpy().astype(np.int64) - NONE]
 
     strip = one_d and cells.shape[0] == 1
-    height = 2.4 if strip else min(6.5, 2.6 + 0.04 * cells.shape[0])
+    height = 2.1 if strip else min(4.5, 2.4 + 0.03 * cells.shape[0])
     fig = Figure(figsize=(8, height), layout="constrained")
     ax = fig.add_subplot()
     x_end = cells.shape[1] * per_cell[1]
@@ -117,16 +117,20 @@ def draw(where: compare.WhereMap, exercise: str = "", case: str = ""):
         at = (cells == code).nonzero()
         if 0 < at.shape[0] <= MAX_CIRCLED:
             ax.scatter((at[:, 1].numpy() + 0.5) * per_cell[1], (at[:, 0].numpy() + 0.5) * per_cell[0], s=160,
-                       facecolors="none", edgecolors=COLOURS[code], linewidths=1.5)
+                       facecolors="none", edgecolors=COLOURS[code], linewidths=1.5, clip_on=False)
     ax.set_xlim(0, x_end)
     ax.set_ylim(y_end, 0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if one_d:
         ax.set_xlabel("element index" if strip else "element index within the row")
         if strip:
             ax.set_yticks([])
-        else:
+        else:  # ticks on rows' first elements, every power-of-two rows, at most 6; columns in eighths of a row
             ax.set_ylabel("index of the row's first element")
+            ax.yaxis.set_major_locator(MultipleLocator(per_cell[0] * compare.block_for(cells.shape[0], 6)))
             ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+            ax.xaxis.set_major_locator(MultipleLocator(x_end // 8))
     else:
         ax.set_xlabel("column")
         ax.set_ylabel("row")
@@ -165,6 +169,16 @@ def _numel(shape) -> int:
 
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def pick(cases: list, k: int = MAX_FIGURES) -> list:
+    """Up to ``k`` of ``cases`` (failed CaseResults with a where map) to draw, in their order: those whose pictures
+    show the most categories first (a map that is all one colour says no more than the text above it)."""
+    def shown(c) -> int:
+        w = c.where
+        return sum(n > 0 for n in (w.n_right, w.n_wrong, w.n_never, w.n_past))
+    chosen = sorted(range(len(cases)), key=lambda i: -shown(cases[i]))[:k]
+    return [cases[i] for i in sorted(chosen)]
 
 
 def show(fig) -> None:
