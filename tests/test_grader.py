@@ -494,3 +494,118 @@ def test_progress_on_a_terminal_is_a_bar_under_the_lines():
     grader._Progress(2, False, quiet).update(grader.Result(submission="a.py", status="passed", score=1.0,
                                                            message="ok"))
     assert quiet.getvalue() == ""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# How a worker ended: its supervisor's report, else the exit status (worker._supervise, grader._how_it_ended).
+
+
+def test_how_a_worker_ended_is_the_supervisors_report_and_else_honestly_ambiguous():
+    started = {"started": True}
+    # The supervisor's report: a signal (with its cause where the name does not say it) or an exit code, for sure.
+    assert grader._how_it_ended(137, dict(started, signal=9), True) == \
+        "the process died: killed by SIGKILL (out of memory, or a kill signal)"
+    assert grader._how_it_ended(152, dict(started, signal=24), True) == \
+        "the process died: killed by SIGXCPU (over its CPU-time limit)"
+    assert grader._how_it_ended(139, dict(started, signal=11), True) == "the process died: killed by SIGSEGV"
+    assert grader._how_it_ended(134, dict(started, signal=6), False) == "the process died: killed by SIGABRT"
+    for code in (137, 139):
+        assert grader._how_it_ended(code, dict(started, exit=code), True).startswith(
+            f"the process exited (code {code}) before grading finished")
+    # No final report under bubblewrap: 128 + n is a signal or an exit code; both readings, neither picked.
+    assert grader._how_it_ended(137, started, True) == (
+        "the process exited with status 137 (128+9: killed by SIGKILL, or exit(137)) without saying which: its "
+        "supervisor was killed first (by the submission?)")
+    assert grader._how_it_ended(134, started, True).startswith(
+        "the process exited with status 134 (128+6: killed by SIGABRT, or exit(134))")
+    # At the process level, Popen's signal is the supervisor's.
+    assert grader._how_it_ended(-9, started, False) == \
+        "the process ended without saying how: its supervisor was killed by SIGKILL (by the submission?)"
+    assert grader._how_it_ended(None, started, True).startswith("the process stopped answering and did not exit")
+    assert grader._how_it_ended(3, started, True).startswith("the process exited (code 3)")
+
+
+def test_the_supervisors_report_is_read_from_its_pipe_and_nothing_else_counts():
+    def report(data: bytes) -> dict:
+        r, w = os.pipe()
+        os.write(w, data)
+        os.close(w)
+        try:
+            return grader._read_status(r)
+        finally:
+            os.close(r)
+
+    assert report(b"started\nsignal 11\n") == {"started": True, "signal": 11}
+    assert report(b"started\nexit 137\n") == {"started": True, "exit": 137}
+    assert report(b"started\n") == {"started": True}
+    assert report(b"") == {"started": False}
+    assert report(b"exit 0\n") == {"started": False}  # an end without a start is no report
+    assert report(b"started\nsignal nine\nexit -1\n") == {"started": True}
+    assert grader._read_status(None) == {"started": False}
+
+
+def test_a_real_supervisor_reports_a_signal_and_an_exit_code(tmp_path):
+    """worker._supervise in a real process: the child is killed by SIGSEGV, or calls os._exit(139); the report
+    tells them apart, and the supervisor ends the same way (Popen sees -11, or 139)."""
+    for body, want, rc in (("os.kill(os.getpid(), signal.SIGSEGV)", b"signal 11", -11),
+                           ("os._exit(139)", b"exit 139", 139)):
+        r, w = os.pipe()
+        a, b = os.pipe()
+        script = (f"import os, resource, signal; from gpucourse.grading import worker\n"
+                  f"resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+                  f"worker._supervise({w}, ({a}, {b}))\n{body}\n")
+        proc = subprocess.run([sys.executable, "-c", script], pass_fds=(w, a, b), timeout=60, cwd=tmp_path)
+        for fd in (w, a, b):
+            os.close(fd)
+        data = os.read(r, 100)
+        os.close(r)
+        assert (data.split(b"\n")[:2], proc.returncode) == ([b"started", want], rc)
+
+
+def test_a_submission_that_cannot_be_read_is_said_so(tmp_path):
+    folder = tmp_path / "alice.py"  # a folder where a file was expected
+    folder.mkdir()
+    r = grader.grade_one(get("vector_add"), str(folder), 60)
+    assert (r.status, r.score) == ("error", 0.0) and r.message == "could not read the submission: Is a directory"
+    assert r.submission == str(folder) and r.checks[0]["name"] == "load"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# --jobs: auto (the default) or a number.
+
+
+def test_jobs_is_auto_or_a_whole_number_and_says_what_is_wrong(capsys):
+    ap = grader_cli._parser()
+    assert ap.parse_args(["vector_add", "a.py"]).jobs == "auto"
+    assert ap.parse_args(["vector_add", "a.py", "--jobs", "AUTO"]).jobs == "auto"
+    assert ap.parse_args(["vector_add", "a.py", "--jobs", "3"]).jobs == 3
+    for bad, why in (("0", "must be at least 1 (or auto), got 0"), ("-2", "must be at least 1 (or auto), got -2"),
+                     ("two", "expected auto or a whole number of submissions graded at once, got 'two'"),
+                     ("1.5", "expected auto or a whole number of submissions graded at once, got '1.5'")):
+        assert grader_cli.main(["vector_add", os.path.join(FOLDER, "right_basic.py"), "--jobs", bad]) == 2
+        assert f"gpucourse grade: error: argument --jobs: {why}" in capsys.readouterr().err, bad
+
+
+def test_jobs_auto_is_the_usable_cpus_at_most_eight_and_one_per_gib_of_memory():
+    gib = 1 << 30
+    assert grader_cli.auto_jobs(2, 64 * gib) == (2, "2 usable CPUs")
+    assert grader_cli.auto_jobs(1, None) == (1, "1 usable CPU")
+    assert grader_cli.auto_jobs(16, 128 * gib) == (8, "16 usable CPUs, at most 8")
+    assert grader_cli.auto_jobs(16, int(3.5 * gib)) == (3, "16 usable CPUs, at most 8, 3.5 GiB of memory available "
+                                                           "(1 GiB per worker)")
+    assert grader_cli.auto_jobs(4, gib // 2)[0] == 1  # never 0
+    n, why = grader_cli.auto_jobs()  # this machine
+    assert 1 <= n <= min(grader_cli.usable_cpus(), grader_cli.JOBS_CAP) and "usable CPU" in why
+    memory = grader_cli.available_memory()
+    assert memory is None or memory > 0
+
+
+def test_the_batch_header_says_how_many_are_graded_at_once(tmp_path):
+    empty = tmp_path / "no_function.py"
+    empty.write_text("x = 1\n")
+    for jobs, said in ((None, f"{grader_cli.auto_jobs()[0]} at a time (--jobs auto: "), ("3", "3 at a time (--jobs 3)")):
+        proc = _grade(["vector_add", str(empty), "--timeout", "120"] + (["--jobs", jobs] if jobs else []), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        header = proc.stderr.splitlines()[0]
+        assert header.startswith(f"gpucourse grade: vector_add: 1 submission, {said}"), proc.stderr
+        assert proc.stderr.count(" at a time (") == 1

@@ -165,6 +165,45 @@ def test_a_daemon_does_not_outlive_its_worker(tmp_path):
             os.kill(pid, 9)
 
 
+@needs_sandbox
+def test_no_student_name_or_instructor_path_reaches_the_submission(tmp_path):
+    """A submission at an nbgrader-like path naming the student looks for that name in /proc/self/mountinfo, the
+    sandbox's command lines, its __file__, argv, a traceback, the environment and the worker's frames
+    (tests/submissions/escapes/escape_read_host_paths.py, with the planted name as its marker): it finds nothing and
+    passes; the report names it by the path given."""
+    marker = f"student-alice-{os.getpid()}-{time.time_ns()}"
+    folder = tmp_path / "course" / "submitted" / marker / "ps1"
+    folder.mkdir(parents=True)
+    source = open(os.path.join(ESCAPES, "escape_read_host_paths.py")).read()
+    planted = re.sub(r"(?m)^MARKERS = .*$", f"MARKERS = ({marker[::-1]!r}[::-1],)", source)
+    assert planted != source and marker not in planted
+    path = folder / f"{marker}.py"
+    path.write_text(planted)
+    report, _ = _report(tmp_path, str(path))
+    (r,) = report["results"]
+    assert (r["submission"], r["status"], r["message"]) == (str(path), "passed", "all 6 cases passed"), r
+
+
+def test_the_sandbox_binds_a_staged_copy_under_a_fixed_name(tmp_path):
+    """What the grader binds: the staged copy (a private folder, submission.py or .ipynb), never the path given."""
+    from gpucourse.grading import grader
+
+    given = tmp_path / "submitted" / "alice" / "ps1" / "alice_answer.ipynb"
+    given.parent.mkdir(parents=True)
+    given.write_text("{}")
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    staged = grader.stage_submission(str(given), str(stage))
+    assert staged == str(stage / "submission.ipynb") and open(staged).read() == "{}"
+    assert not os.access(staged, os.W_OK) or os.geteuid() == 0  # read-only (root writes anyway)
+    iso = sandbox.Isolation("bubblewrap", "", "/usr/bin/bwrap", True, True)
+    cmd = sandbox.command(iso, ["python"], str(tmp_path / "w"), staged, False)
+    assert cmd[cmd.index("/submission/submission.ipynb") - 2:][:2] == ["--ro-bind", staged]
+    assert not any("alice" in a for a in cmd)
+    with pytest.raises(IsADirectoryError):  # a folder given as a file: the grader says it could not read it
+        grader.stage_submission(str(given.parent), str(stage))
+
+
 def _processes_with(marker: str) -> list:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -507,6 +546,39 @@ def test_a_checkout_inside_usr_is_hidden_before_the_package_is_bound_back(monkey
     usr, mask = cmd.index("/usr"), cmd.index("/usr/src/app")
     assert cmd[mask - 1] == "--tmpfs" and usr < mask < cmd.index(PACKAGE)
     assert cmd[cmd.index("/usr/src/app", mask + 1) - 1] == "--remount-ro"
+
+
+def test_the_checkout_a_package_was_pip_installed_from_is_hidden_when_it_is_under_usr(monkeypatch, tmp_path):
+    """`pip install .` in a Dockerfile's WORKDIR /usr/src/app leaves the checkout (solutions/ and all) under /usr,
+    which is bound whole, while the package lives in site-packages: the checkout is found through the install's
+    direct_url.json and masked like one the package sits in."""
+    import importlib.metadata
+
+    checkout = tmp_path / "src" / "app"
+    (checkout / "solutions").mkdir(parents=True)
+
+    class Installed:
+        def __init__(self, url):
+            self.url = url
+
+        def read_text(self, name):
+            return json.dumps({"url": self.url, "dir_info": {}}) if name == "direct_url.json" else None
+
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Installed(checkout.as_uri()))
+    assert sandbox.installed_from() == [str(checkout)]
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Installed("https://example.org/x.whl"))
+    assert sandbox.installed_from() == []
+    monkeypatch.setattr(sandbox, "installed_from", lambda: ["/usr/src/app", str(checkout)])
+    assert "/usr/src/app" in sandbox._masks() and str(checkout) not in sandbox._masks()  # only under /usr
+
+
+def test_a_virtual_environment_inside_a_masked_checkout_under_usr_is_bound_back():
+    """/usr is bound whole, so folders under it are normally not bound again; inside a masked checkout they must
+    be (a .venv in /usr/src/app would otherwise vanish under the mask, and the interpreter with it)."""
+    lib = next(os.path.join("/usr/lib", d) for d in sorted(os.listdir("/usr/lib"))
+               if os.path.isdir(os.path.join("/usr/lib", d)) and not os.path.islink(os.path.join("/usr/lib", d)))
+    assert lib not in sandbox.select_dirs([lib], PACKAGE)  # seen through /usr already
+    assert lib in sandbox.select_dirs([lib], PACKAGE, masks=("/usr/lib",))
 
 
 @needs_sandbox

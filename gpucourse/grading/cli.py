@@ -1,5 +1,5 @@
 """``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--gradebook PATH]
-[--leaderboard PATH] [--timeout S] [--jobs N]``.
+[--leaderboard PATH] [--timeout S] [--jobs auto|N]``.
 
 A SUBMISSION may be a folder: every .py and .ipynb file in it and its subfolders (sorted; expected.py, __pycache__
 and hidden files and folders skipped), or an nbgrader course directory (``submitted/<student>/<assignment>/...``,
@@ -33,6 +33,8 @@ submission is reported as "INTERNAL GRADER ERROR (not the submission's fault)", 
 isolation: each worker runs in a bubblewrap sandbox where bwrap works (own PID and network namespaces, read-only
 system and course package, only its own submission and a private /tmp visible); without it, at the process level
 only, which stderr and the report ("isolation" in the JSON and CSV) say. `gpucourse doctor` shows the level.
+jobs: --jobs auto (the default) grades min(usable CPUs, 8) submissions at once, fewer where the available memory
+allows less than 1 GiB per worker (each imports torch); the value chosen is said on stderr before grading.
 timing (GPU): correctness cases of --jobs N run in parallel; the timed step holds its GPU alone (the report's
 "timing" says so).
 layouts: a folder of files (the student is the file's name, or its subfolder's), or an nbgrader course directory
@@ -43,6 +45,9 @@ environment once in grades.env.json beside it. leaderboard (--leaderboard board.
 twice): the passing submissions ranked by their measured speed (GPU; ties within the noise shown as =N).
 """
 
+
+JOBS_CAP = 8  # --jobs auto never grades more at once (beyond it, workers mostly wait for each other)
+WORKER_MEMORY = 1 << 30  # bytes of memory --jobs auto counts per worker: torch alone is about 0.5 GB resident
 
 SKIPPED = ("expected.py",)  # file names a folder's expansion leaves out (the known submissions' expectations)
 
@@ -76,14 +81,81 @@ def _parser() -> argparse.ArgumentParser:
                     help="write a leaderboard page (.md Markdown, .html HTML); may be given twice")
     ap.add_argument("--timeout", type=float, default=grader.DEFAULT_TIMEOUT, metavar="SECONDS",
                     help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g})")
-    ap.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="grade N submissions at once (one GPU each where there are several; on a GPU the timed "
-                         "step still runs alone on its GPU)")
+    ap.add_argument("--jobs", type=jobs_value, default="auto", metavar="auto|N",
+                    help=f"grade N submissions at once (one GPU each where there are several; on a GPU the timed "
+                         f"step still runs alone on its GPU); auto (default): the usable CPUs, at most {JOBS_CAP}, "
+                         f"and at most one per GiB of available memory")
     ap.add_argument("--isolation", choices=sandbox.CHOICES, default=None,
                     help="auto (default, or $GPUCOURSE_ISOLATION): a bubblewrap sandbox per worker where bwrap "
                          "works, else the process level, said on stderr and in the report; bubblewrap: refuse to "
                          "grade without the sandbox; process: no sandbox (to debug a worker)")
     return ap
+
+
+def jobs_value(text: str):
+    """``--jobs``: "auto" or a whole number >= 1 (argparse's type: a bad value is a usage error naming it)."""
+    value = text.strip().lower()
+    if value == "auto":
+        return "auto"
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a whole number of submissions graded at once, got "
+                                         f"{text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or auto), got {n}")
+    return n
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's share), else all of them."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory new processes can have: /proc/meminfo's MemAvailable (free memory plus the cache the kernel
+    can drop), else ``os.sysconf``'s free pages; lowered to a cgroup v2 limit's headroom (a container's, Colab's);
+    None where nothing tells."""
+    found = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if found is None:
+        try:
+            found = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            headroom = max(0, int(limit) - used)
+            found = headroom if found is None else min(found, headroom)
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def auto_jobs(cpus: int | None = None, memory: int | None = -1) -> tuple:
+    """(how many submissions ``--jobs auto`` grades at once, why): min(usable CPUs, JOBS_CAP), lowered to the
+    available memory / WORKER_MEMORY where that is known. ``cpus``/``memory`` (bytes, None: unknown) are for tests."""
+    cpus = usable_cpus() if cpus is None else cpus
+    memory = available_memory() if memory == -1 else memory
+    n = min(cpus, JOBS_CAP)
+    why = f"{cpus} usable CPU{'s' if cpus != 1 else ''}" + (f", at most {JOBS_CAP}" if cpus > JOBS_CAP else "")
+    if memory is not None and memory // WORKER_MEMORY < n:
+        n = max(1, memory // WORKER_MEMORY)
+        why += f", {memory / 2**30:.1f} GiB of memory available (1 GiB per worker)"
+    return n, why
 
 
 def _usage_error(msg: str) -> int:
@@ -150,8 +222,8 @@ def main(argv=None) -> int:
         print(f"gpucourse grade: note: {note}", file=sys.stderr)
     if not paths:
         return _usage_error("nothing to grade: no student has a .py or .ipynb submission (see the notes above)")
-    if args.timeout <= 0 or args.jobs < 1 or args.points <= 0:
-        return _usage_error("--timeout and --points must be > 0 and --jobs >= 1")
+    if args.timeout <= 0 or args.points <= 0:
+        return _usage_error("--timeout and --points must be > 0")
     for page in args.leaderboard:  # said before grading, not after a class's batch has run
         if not page.lower().endswith((".md", ".markdown", ".html", ".htm")):
             return _usage_error(f"--leaderboard {gradebook.printable(page)}: name it .md (Markdown) or .html")
@@ -162,7 +234,14 @@ def main(argv=None) -> int:
         isolation = sandbox.detect(args.isolation)
     except (ValueError, RuntimeError) as exc:
         return _usage_error(str(exc))
-    report = grader.grade(ex, paths, timeout=args.timeout, jobs=args.jobs, progress=True, isolation=isolation)
+    if args.jobs == "auto":
+        jobs, why = auto_jobs()
+        how = f"--jobs auto: {why}"
+    else:
+        jobs, how = args.jobs, f"--jobs {args.jobs}"
+    print(f"gpucourse grade: {ex.id}: {len(paths)} submission{'s' if len(paths) != 1 else ''}, {jobs} at a time "
+          f"({how})", file=sys.stderr, flush=True)
+    report = grader.grade(ex, paths, timeout=args.timeout, jobs=jobs, progress=True, isolation=isolation)
     if args.json:
         grader.write_json(report, args.json)
     if args.csv:

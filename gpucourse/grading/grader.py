@@ -46,6 +46,16 @@ Security model (submissions are careless at best and hostile at worst):
   be restored is flagged, and a change found after a verdict (made while the judge was deciding: a thread, a hook)
   makes the case an error. Printing fake results, exiting (``sys.exit`` is an error, ``os._exit`` a crash) and
   returning objects that lie about themselves do not pass.
+* How a worker ended is reported by its supervisor (worker._supervise: a fork of the worker made before the
+  submission is read, non-dumpable, in the sandbox its PID 1, which nothing inside can kill), on a pipe of its own:
+  killed by signal n, or exited with code n. bwrap's exit status alone is 128 + n for both, so a submission calling
+  ``os._exit(137)`` would otherwise read as killed by SIGKILL. A worker whose supervisor never started ran no code
+  of the submission: if it died, bwrap could not start the sandbox (its first stderr line is reported) or the
+  worker could not start (its last line), an internal grader error with ``gpucourse doctor``'s advice.
+* The submission is graded from a copy in a private folder named ``submission.py`` (or ``.ipynb``), bound read-only
+  at ``/submission/``: the path the instructor gave (a student's name, ``submitted/<student>/``) reaches the
+  submission neither through ``/proc/self/mountinfo`` (which shows every bind mount's source) nor bwrap's command
+  line, ``__file__`` or a traceback. The report names it by the path given.
 
 Known limitations, stated honestly. Without bubblewrap (the report's ``isolation`` is "process"), submissions run as
 the grader's OS user and can read or write whatever that user can (the grader's files, the checkout, another
@@ -62,10 +72,11 @@ correctness cannot be forged that way: a forged message still has to carry the r
 visible, the grader scans the source and *flags* (without changing the status) code that reaches for the grader's
 machinery (``gc.get_objects``, ``sys.modules``, ``gpucourse.grading``, ``os._exit``, ``ctypes``, ``/proc``, file
 descriptors, frames, torch's dispatch hooks, interpreter hooks...), so a human looks at it: flags are a column of
-the report, never the verdict. Two more, for completeness: a submission that prints bwrap's own error line ("bwrap:
-...") and exits with status 1 before it is loaded is reported as the sandbox failing to start (an internal grader
-error, score 0), and under bubblewrap one that exits with status 128 + n reads as killed by signal n (bwrap's init
-reports both alike).
+the report, never the verdict. The paths of Python, the virtual environment and the course package show in the
+sandbox's ``/proc/self/mountinfo`` (they are bound at their own paths; so may the instructor's home, where Python
+lives there), and ``/usr`` is visible read-only: the system, not the course's secrets (a checkout inside ``/usr``
+is hidden). At the process level a submission can kill its supervisor; its exit status then cannot tell a signal
+from exit(128 + n), and the message says so.
 
 Statuses: ``passed`` every correctness check passed; ``failed`` it ran but is wrong (wrong values, no required kernel
 launched, wrong shape/dtype, elements never written, out-of-bounds writes, nondeterminism, modified inputs; judged:
@@ -346,8 +357,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
     lock = gpulock.GpuLock(gpu_index(gpu)) if on_gpu else None
     replied = []  # the worker's first message arrived (so a sandbox that did not start is told apart)
-    argv, env, seen_as = _worker_command(staged, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb)
-    argv += ["--status-fd", str(status_w)]
+    argv, env, seen_as = _worker_command(staged, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb, status_w)
     if prebuilt:
         env.update(_build_env())
     try:
@@ -488,14 +498,17 @@ def _close(*fds) -> None:
 
 
 def _worker_command(path: str, tmp: str, isolation, gpu: str | None, gpu_nodes: bool, to_r: int, from_w: int,
-                    mem_mb: int) -> tuple:
+                    mem_mb: int, status_fd: int | None = None) -> tuple:
     """(argv, env, the submission's path as the worker sees it) for a worker on the channel ``to_r``/``from_w``,
-    in the sandbox where ``isolation`` has one (with the GPU device nodes bound in when ``gpu_nodes``)."""
+    in the sandbox where ``isolation`` has one (with the GPU device nodes bound in when ``gpu_nodes``). With
+    ``status_fd``, the worker starts a supervisor that reports there how it ended; in the sandbox, as its PID 1."""
     argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
             "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
+    if status_fd is not None:
+        argv += ["--status-fd", str(status_fd)]
     if isolation.sandboxed:
-        return (sandbox.command(isolation, argv, tmp, path, gpu_nodes), _worker_env(gpu, sandbox.INSIDE_TMP),
-                sandbox.inside_path(path))
+        return (sandbox.command(isolation, argv, tmp, path, gpu_nodes, as_pid_1=status_fd is not None),
+                _worker_env(gpu, sandbox.INSIDE_TMP), sandbox.inside_path(path))
     return argv, _worker_env(gpu, tmp), os.path.abspath(path)
 
 

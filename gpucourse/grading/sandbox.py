@@ -170,10 +170,16 @@ def inside_path(submission: str) -> str:
     return os.path.join(INSIDE_SUBMISSION, os.path.basename(submission))
 
 
-def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: bool) -> list:
+def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: bool, as_pid_1: bool = False) -> list:
     """``argv`` wrapped in bwrap with the worker's view of the machine: ``tmp`` (the host's private temporary
-    directory) mounted writable at /tmp, ``submission`` read-only at /submission/<name>."""
+    directory) mounted writable at /tmp, ``submission`` read-only at /submission/<name>. ``as_pid_1``: ``argv`` is
+    the sandbox's PID 1 (instead of bwrap's own init), where this bwrap can (``--as-pid-1``): the graded worker's
+    supervisor (worker._supervise), which no process of the sandbox can then kill or stop (the kernel drops their
+    signals to their namespace's init); it reaps the orphans, and when it exits every process left in the sandbox
+    is killed."""
     cmd = [iso.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if as_pid_1 and _has_option(iso.bwrap, "--as-pid-1"):
+        cmd += ["--as-pid-1"]
     if iso.userns:
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         if iso.disable_userns:
@@ -245,7 +251,7 @@ def _python_dirs() -> tuple:
                         else os.path.dirname(spec.origin))
     dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     dirs += toolchain_dirs()
-    return select_dirs(dirs, os.path.dirname(os.path.abspath(gpucourse.__file__)))
+    return select_dirs(dirs, os.path.dirname(os.path.abspath(gpucourse.__file__)), tuple(_masks()))
 
 
 def toolchain_dirs() -> list:
@@ -270,17 +276,19 @@ def toolchain_dirs() -> list:
     return out
 
 
-def select_dirs(dirs: list, package: str) -> tuple:
-    """The folders to bind read-only, from candidates ``dirs``: absolute, existing, outside /usr (bound whole), none
-    inside another; plus the course ``package``. When the package sits in a source checkout (its parent holds
-    pyproject.toml or solutions/), neither the checkout nor anything above it is bound, only the package itself
-    (a virtual environment kept inside the checkout still is)."""
-    checkouts = _checkouts(package)
+def select_dirs(dirs: list, package: str, masks: tuple = ()) -> tuple:
+    """The folders to bind read-only, from candidates ``dirs``: absolute, existing, outside /usr (bound whole) or
+    inside one of the ``masks`` (checkouts under /usr hidden by :func:`_masks`: a virtual environment kept in one
+    is bound back), none inside another; plus the course ``package``. When the package sits in a source checkout
+    (its parent holds pyproject.toml or solutions/), neither the checkout nor anything above it is bound, only the
+    package itself (a virtual environment kept inside the checkout still is)."""
+    checkouts = _checkouts(package) + list(masks)
     dirs = [d for d in dirs if d and os.path.isabs(d)]  # a relative entry would bind wherever the grader runs
     dirs = [os.path.normpath(d) for d in dirs] + [os.path.realpath(d) for d in dirs]  # a symlinked venv: both
     kept = []
     for d in dirs:
-        if not os.path.isdir(d) or d in ("/", "/usr") or d.startswith("/usr/") or any(
+        masked = any(d != m and d.startswith(m + os.sep) for m in masks)
+        if not os.path.isdir(d) or d in ("/", "/usr") or (d.startswith("/usr/") and not masked) or any(
                 os.path.commonpath([d, c]) == d for c in checkouts):
             continue
         if not any(d == k or d.startswith(k + os.sep) for k in kept):
@@ -299,10 +307,32 @@ def _checkouts(package: str) -> list:
 
 def _masks() -> list:
     """Checkouts inside /usr (bound whole; e.g. /usr/src/app in a container image): each is hidden under an empty
-    read-only tmpfs before the package (and a virtual environment inside it) is bound back."""
+    read-only tmpfs before the package (and a virtual environment inside it) is bound back. Besides the one the
+    package sits in, the checkout it was installed from (``pip install .`` in a Dockerfile's ``WORKDIR
+    /usr/src/app``: the package is in site-packages, the checkout with its ``solutions/`` stays behind) and the
+    grader's working directory, where either is a checkout."""
     import gpucourse
 
-    return [c for c in _checkouts(os.path.dirname(os.path.abspath(gpucourse.__file__))) if c.startswith("/usr/")]
+    found = _checkouts(os.path.dirname(os.path.abspath(gpucourse.__file__))) + installed_from()
+    found += _checkouts(os.path.join(os.getcwd(), "gpucourse"))  # _checkouts looks at the parent of its argument
+    return sorted({c for c in found if c.startswith("/usr/")})
+
+
+def installed_from(distribution: str = "gpucourse") -> list:
+    """The local folder ``distribution`` was pip-installed from (its ``direct_url.json``, PEP 610), as given and
+    resolved, where that folder is a checkout (pyproject.toml or solutions/); [] otherwise."""
+    import importlib.metadata
+    import json
+    import urllib.parse
+
+    try:
+        info = json.loads(importlib.metadata.distribution(distribution).read_text("direct_url.json") or "{}")
+        url = urllib.parse.urlparse(str(info.get("url", "")))
+    except Exception:  # not installed, installed another way, or an unreadable record: nothing to hide
+        return []
+    if url.scheme != "file" or not url.path:
+        return []
+    return _checkouts(os.path.join(urllib.parse.unquote(url.path), "gpucourse"))
 
 
 def _gpu_binds() -> list:

@@ -18,8 +18,9 @@ How the process ended (``--status-fd``): under bubblewrap the grader only sees b
 killed by signal n and one that called ``os._exit(128 + n)`` look the same. So before anything of the submission
 runs, the worker forks: the child goes on as the worker, the parent (:func:`_supervise`) waits for it and writes
 "signal N" or "exit N" on the status descriptor, which only it holds, and then ends the same way. It makes itself
-non-dumpable, so the submission (same user) cannot reach that descriptor through ``/proc/<pid>/fd``; it can kill its
-supervisor, and then the grader gets no report and says the status is ambiguous.
+non-dumpable, so the submission (same user) cannot reach that descriptor through ``/proc/<pid>/fd``. In the sandbox it
+is PID 1 (bwrap's ``--as-pid-1``), which no process of the sandbox can kill or stop; at the process level (or with a
+bwrap that cannot do that) the submission can kill it, and the grader then says the exit status is ambiguous.
 """
 from __future__ import annotations
 
@@ -56,14 +57,15 @@ def _supervise(status_fd: int, close: tuple) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     except Exception:  # no prctl (not Linux): the report could be forged by a submission that looks for it
         pass
-    while True:
+    while True:  # as the sandbox's PID 1 it is also the parent of every orphan: reaped here, until the worker ends
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            done, status = os.waitpid(-1, 0)
         except InterruptedError:
             continue
         except ChildProcessError:
             os._exit(1)
+        if done == pid:
+            break
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     code = None if signum is not None else os.WEXITSTATUS(status)
     try:

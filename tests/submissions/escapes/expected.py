@@ -24,5 +24,8 @@ EXPECTED = {
     "right_graded_beside_the_daemon.py": {"status": "passed", "message": "all 6 cases passed"},
     # The internet: no route out of the sandbox's network namespace.
     "escape_network.py": {"status": "error", "message": "Network is unreachable", "flags": ["uses the network"]},
+    # The path the instructor gave (a student's name in it) through mountinfo, /proc/1/cmdline, __file__...: the
+    # sandbox binds a staged copy named submission.py, so it finds nothing and passes (it would raise, naming where).
+    "escape_read_host_paths.py": {"status": "passed", "message": "all 6 cases passed", "flags": ["reads /proc"]},
 }
 GPU_ONLY = False
