@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from gpucourse import device
+from gpucourse.progress import progress
 from gpucourse.timing import bench, copy_gbps, graph_repeat, interleaved, settle
 
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
@@ -73,7 +74,7 @@ def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_fro
             free, _ = torch.cuda.mem_get_info()
             sizes = [s for s in sizes if s < 0.5 * free]
     out = {"sizes": list(sizes), "gbps": [], "kernel_us": [], "reps": [], "copy_gbps": [], "graph_memcpy_gbps": []}
-    for ws in sizes:
+    for ws in progress(sizes, "working-set sweep", label=lambda ws: f"{ws:,} B"):
         n = max(1, ws // 8)  # two float32 buffers of n elements: ws bytes in all
         src = torch.randn(n, device=device.torch_device())
         dst = torch.empty_like(src)
@@ -125,7 +126,7 @@ def access_patterns(n: int = 2**23, src_len: int = 2**28, cases=ACCESS_CASES, be
         raise ValueError(f"src_len must be a power of two >= {need}")
     src = torch.randn(src_len, device=device.torch_device())
     rows = []
-    for pattern, stride in cases:
+    for pattern, stride in progress(cases, "access patterns"):
         label = pattern if pattern != "strided" else f"stride {stride}"
         want = access.read_pattern_torch(src, n, pattern, stride)
         got = access.read_pattern(src, n, pattern, stride)
@@ -225,7 +226,7 @@ def onchip(bench_kw=None) -> dict:
 
     device.require_gpu("The shared-memory and latency microbenchmarks")
     lat = [dict(O.chase(0, shared=True), level="shared memory")]
-    for level, fp in LATENCY_FOOTPRINTS.items():
+    for level, fp in progress(LATENCY_FOOTPRINTS.items(), "latency chases"):
         lat.append(dict(O.chase(fp, cold=level == "device memory"), level=level))
     bw = O.smem_bandwidth(bench_kw=bench_kw)
     return {"latency": lat, "smem_bandwidth": bw,
@@ -319,7 +320,7 @@ def roofline_points(ceilings, ops=None, bench_kw=None) -> list:
 
     ops = ops if ops is not None else default_ops("gpu" if device.on_gpu() else "cpu")
     points = []
-    for op in ops:
+    for op in progress(ops, "roofline points", label=lambda op: op.name):
         secs = measure_op(op, bench_kw)
         pred = R.predict(op, ceilings)
         points.append({"op": op, "name": op.name, "intensity": op.intensity, "flops": op.flops, "bytes": op.bytes,
@@ -371,7 +372,7 @@ def fusion(n: int = 2**26, rows: int = 16384, cols: int = 4096, compile: bool | 
     compile = device.on_gpu() if compile is None else compile
     dtype = torch.float32
     out = {}
-    for name, (args, eager, fused, numel) in _chains(rows, cols, n, dtype).items():
+    for name, (args, eager, fused, numel) in progress(_chains(rows, cols, n, dtype).items(), "fusion chains"):
         torch.testing.assert_close(fused(*args), eager(*args), rtol=1e-4, atol=1e-4)
         moved = F.traffic(name, numel, 4)
         variants = {"eager": eager, "triton": fused}

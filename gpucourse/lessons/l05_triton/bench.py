@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
+from gpucourse.progress import progress
 from gpucourse.timing import bench, copy_gbps, interleaved, settle
 
 
@@ -34,7 +35,7 @@ def vector_add_bench() -> dict:
     del x, y
     sizes = [2**k for k in range(12, 29, 2)]
     series = {"triton": [], "torch": []}
-    for s in sizes:
+    for s in progress(sizes, "vector_add sweep"):
         a, b = torch.randn(s, device="cuda"), torch.randn(s, device="cuda")
         series["triton"].append(bench(vector_add, a, b, bytes=3 * s * 4).gbps)
         series["torch"].append(bench(torch.add, a, b, bytes=3 * s * 4).gbps)
@@ -67,7 +68,7 @@ def softmax_bench() -> dict:
     for dtype in (torch.float32, torch.float16):
         name = dtypes.torch_name(dtype)
         sweep[name] = {"triton": [], "torch": []}
-        for w in widths:
+        for w in progress(widths, f"softmax sweep ({name})"):
             x = torch.randn(4096, w, device="cuda", dtype=dtype)
             nbytes = 2 * x.numel() * x.element_size()
             sweep[name]["triton"].append(bench(softmax, x, bytes=nbytes, flush_l2="read", rep_ms=30).gbps)
@@ -119,7 +120,7 @@ def matmul_bench() -> dict:
     del a, b
     sizes = [512, 1024, 2048, 3072, 4096, 6144, 8192]
     sweep = {name: [] for name in [*kernels, "cuBLAS"]}
-    for s in sizes:
+    for s in progress(sizes, "matmul sweep"):
         x = torch.randn(s, s, device="cuda", dtype=low.torch)
         y = torch.randn(s, s, device="cuda", dtype=low.torch)
         for name, fn in [*kernels.items(), ("cuBLAS", torch.matmul)]:
@@ -170,7 +171,7 @@ def fused_epilogue_bench() -> dict:
     out = {"dtype": low.dtype, "dtype_note": low.note, "compile_mode": "default", "timing": "settle, then 3 interleaved rounds of 100 ms",
            "shapes": {}, "first_call_s": {}}
     settled = False
-    for m, n, k in FUSED_SHAPES:
+    for m, n, k in progress(FUSED_SHAPES, "fused epilogue shapes"):
         a = torch.randn(m, k, device="cuda", dtype=low.torch)
         b = torch.randn(k, n, device="cuda", dtype=low.torch)
         bias = torch.randn(n, device="cuda", dtype=low.torch)
@@ -261,7 +262,7 @@ def offshape_bench() -> dict:
     low = matmul_dtype()  # bf16 shapes run in fp16 on a GPU without bf16 (a T4), and the output says so
     out = {"protocol": "bench(flush_l2='read'), 3 interleaved rounds of 50 ms; sweep: one bench of 30 ms each",
            "dtype_note": low.note, "softmax": {}, "matmul": {}, "matmul_sweep": {}}
-    for rows, cols, dt in SOFTMAX_SHAPES:
+    for rows, cols, dt in progress(SOFTMAX_SHAPES, "off-shape softmax"):
         dt = low.dtype if dt == "bfloat16" else dt
         dtype = getattr(torch, dt)
         x = torch.randn(rows, cols, device="cuda", dtype=dtype)
@@ -275,7 +276,7 @@ def offshape_bench() -> dict:
                                                  "vs_copy": us["copy"] / us["triton"]}
         del x, dst
     kernel = sol["matmul_kernel"]
-    for m, n, k in MATMUL_SHAPES:
+    for m, n, k in progress(MATMUL_SHAPES, "off-shape matmul"):
         a = torch.randn(m, k, device="cuda", dtype=low.torch)
         b = torch.randn(k, n, device="cuda", dtype=low.torch)
         torch.testing.assert_close(matmul(a, b), torch.matmul(a, b), rtol=2e-2, atol=1.0)
@@ -290,7 +291,7 @@ def offshape_bench() -> dict:
             "graph_us_per_call": graph, "graph_vs_cuBLAS": graph["cuBLAS"] / graph["triton"],
             "config": str(getattr(kernel, "best_config", None))}
         del a, b
-    for m, n, k in MATMUL_SWEEP:
+    for m, n, k in progress(MATMUL_SWEEP, "off-shape matmul sweep"):
         a = torch.randn(m, k, device="cuda", dtype=low.torch)
         b = torch.randn(k, n, device="cuda", dtype=low.torch)
         matmul(a, b)  # autotune outside the timing

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from gpucourse import device, dtypes, specs
+from gpucourse.progress import progress
 from gpucourse.timing import bench, interleaved, settle
 
 from . import kernels, precision, waves
@@ -88,7 +89,7 @@ def alignment(m: int = 8192, n: int = 8192, ks=(8184, 8190, 8191, 8192, 8193, 82
     out = {"m": m, "n": n, "dtype": dtypes.torch_name(dtype), "k": [], "tflops": [], "padded_tflops": []}
     big_a = torch.randn(m, max(ks) + 8, device="cuda", dtype=dtype)
     big_b = torch.randn(max(ks) + 8, n, device="cuda", dtype=dtype)
-    for k in ks:
+    for k in progress(ks, "alignment sweep"):
         a = big_a[:, :k].contiguous()
         b = big_b[:k].contiguous()
         flops = 2 * m * n * k
@@ -118,7 +119,7 @@ def wave_sweep(m: int = 8192, k: int = 8192, ns=range(1024, 4097, 64), rep_ms: f
     big_b = torch.randn(k, max(ns), device="cuda", dtype=dtype)
     tri, cub = [], []
     settle(lambda: torch.matmul(a, big_b), seconds=1.0)
-    for n in ns:
+    for n in progress(ns, "wave sweep"):
         b = big_b[:, :n].contiguous()
         flops = 2 * m * n * k
         tri.append(bench(kernels.fixed_tile_matmul, a, b, flops=flops, dtype=dtype, rep_ms=rep_ms).median_ms)
@@ -183,7 +184,7 @@ def fp8_versus_scaled_mm(fp8_matmul, sizes=((4096, 4096, 4096), (8192, 8192, 819
         raise RuntimeError("this GPU has no FP8 tensor cores (compute capability 8.9+ needed)")
     bf = torch.bfloat16
     out = FP8Table()
-    for m, n, k in sizes:
+    for m, n, k in progress(sizes, "fp8 against _scaled_mm"):
         x = torch.randn(m, k, device="cuda")
         y = torch.randn(n, k, device="cuda")  # y is b transposed: b = y.t() is K-contiguous
         qa, sa = precision.fp8_quantize(x)
@@ -221,7 +222,7 @@ def fp8_accuracy(fp8_matmul, m: int = 2048, n: int = 2048, ks=(1024, 8192, 32768
     device.require_gpu("FP8 accuracy")
     bf = torch.bfloat16
     out = {"m": m, "n": n, "k": list(ks), "yours": [], "_scaled_mm": [], "_scaled_mm fast accum": []}
-    for k in ks:
+    for k in progress(ks, "fp8 accuracy"):
         x = torch.randn(m, k, device="cuda")
         y = torch.randn(n, k, device="cuda")
         qa, sa = precision.fp8_quantize(x)

@@ -11,6 +11,7 @@ import math
 import torch
 
 from gpucourse import device
+from gpucourse.progress import progress
 from gpucourse.grading import launches
 from gpucourse.timing import interleaved, settle
 
@@ -136,14 +137,13 @@ def forward_sweep(seqs=(512, 1024, 2048, 4096, 8192, 16384), dims=(64, 128), cau
     """TFLOP/s over S at a fixed number of tokens (B = tokens / S), every implementation that fits."""
     device.require_gpu("The attention sweep")
     rows = []
-    for d in dims:
-        for causal in causals:
-            for s in seqs:
-                b = max(1, tokens // s)
-                q, k, v = inputs(b, h, s, d)
-                r = _time(implementations(s, b=b, h=h), (q, k, v, causal), flops(b, h, s, d, causal), rounds, rep_ms)
-                rows.append(dict(s=s, d=d, b=b, h=h, causal=causal, **r))
-                del q, k, v
+    points = [(d, causal, s) for d in dims for causal in causals for s in seqs]
+    for d, causal, s in progress(points, "attention sweep", label=lambda p: f"D={p[0]}, causal={p[1]}, S={p[2]}"):
+        b = max(1, tokens // s)
+        q, k, v = inputs(b, h, s, d)
+        r = _time(implementations(s, b=b, h=h), (q, k, v, causal), flops(b, h, s, d, causal), rounds, rep_ms)
+        rows.append(dict(s=s, d=d, b=b, h=h, causal=causal, **r))
+        del q, k, v
     return rows
 
 
@@ -167,7 +167,7 @@ def naive_memory_sweep(seqs=(1024, 2048, 4096, 8192), b=1, h=16, d=64) -> list:
     """Time and peak memory of naive attention and SDPA (its own choice) as S grows."""
     device.require_gpu("The naive-attention sweep")
     rows = []
-    for s in seqs:
+    for s in progress(seqs, "naive-attention sweep"):
         q, k, v = inputs(b, h, s, d)
         auto = sdpa()
         t = _time({"naive": naive, "SDPA": auto}, (q, k, v, False), flops(b, h, s, d, False), 1, 50)
@@ -233,7 +233,7 @@ def configs_at(s=4096, d=64, causal=False, b=4, h=16, rep_ms=60) -> list:
     fn = kernels.attn_fwd_kernel.fn  # the kernel under the autotuner
     o = torch.empty_like(q)
     lse = torch.empty((b * h, s), device="cuda", dtype=torch.float32)
-    for bm, bn, warps, stages in kernels._TUNED[d]:
+    for bm, bn, warps, stages in progress(kernels._TUNED[d], f"configs at D={d}"):
         def run(bm=bm, bn=bn, warps=warps, stages=stages):
             fn[(triton_cdiv(s, bm), b * h)](q, k, v, o, lse, kernels.LOG2E / math.sqrt(d), s, h, kernels.s_key(s),
                                            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], D=d,
@@ -257,7 +257,7 @@ def memory_sweep(seqs=(1024, 2048, 4096, 8192, 16384), d=128, b=1, h=16) -> list
     """Peak extra MiB of one forward call as S grows: ours, SDPA (its choice), naive (while its scores fit)."""
     device.require_gpu("The memory sweep")
     rows = []
-    for s in seqs:
+    for s in progress(seqs, "memory sweep"):
         q, k, v = inputs(b, h, s, d)
         impls = {"ours (Triton)": _ours, "SDPA (its choice)": sdpa()}
         if 2 * score_bytes(b, h, s) <= 20e9:

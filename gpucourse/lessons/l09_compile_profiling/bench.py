@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
+from gpucourse.progress import progress
 
 from . import measure
 
@@ -27,7 +28,8 @@ def rmsnorm_bench() -> dict:
     """The exercise's reference kernel against torch.compile(mode="max-autotune") of the same torch function, eager
     torch, and a copy of the same bytes, at 8192x8192 and 65536x1024 bf16 (fp16 on a T4, and it says so)."""
     measure.low_dtype()  # prints why when the GPU has no bf16
-    return {"points": {f"{r}x{c}": measure.rmsnorm_point(r, c) for r, c in measure.RMS_SHAPES}}
+    return {"points": {f"{r}x{c}": measure.rmsnorm_point(r, c)
+                       for r, c in progress(measure.RMS_SHAPES, "RMSNorm shapes (compiling max-autotune)")}}
 
 
 def fusion_targets(res: dict) -> list:

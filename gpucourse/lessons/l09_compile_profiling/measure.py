@@ -14,6 +14,7 @@ import time
 import torch
 
 from gpucourse import device, dtypes, timeline, timing
+from gpucourse.progress import progress
 
 from . import kernels
 
@@ -259,7 +260,8 @@ def compile_modes(rounds: int = 3) -> dict:
     res = {"eager": {"compile_s": 0.0}}
     fns = {"eager": lambda: model(x)}
     with torch.no_grad():
-        for mode in ("default", "reduce-overhead", "max-autotune"):
+        for mode in progress(("default", "reduce-overhead", "max-autotune"), "compiling each mode",
+                             label=lambda m: m):
             torch._dynamo.reset()
             f = torch.compile(model, mode=None if mode == "default" else mode)
             t0 = time.perf_counter()
@@ -428,7 +430,7 @@ def epilogue_timings(rounds: int = 2) -> dict:
     fns = {"torch eager": lambda: kernels.bias_gelu_torch(a, b, bias), "matmul alone (cuBLAS)": lambda: a @ b,
            "hand-fused Triton (epilogue)": lambda: kernels.matmul_bias_gelu(a, b, bias)}
     info = {}
-    for mode in ("default", "max-autotune"):
+    for mode in progress(("default", "max-autotune"), "compiling the epilogue", label=lambda m: m):
         torch._dynamo.reset()
         g = generated(kernels.bias_gelu_torch, a, b, bias, mode=None if mode == "default" else mode)
         info[mode] = {"kernels": [k for k, _ in g["kernels"]], "extern": g["extern"], "compile_s": g["seconds"]}
