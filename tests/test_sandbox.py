@@ -437,14 +437,15 @@ def test_a_bind_source_that_vanished_is_the_graders_failure_with_bwraps_own_line
 
 
 def test_a_worker_that_cannot_start_is_the_graders_failure(monkeypatch):
-    """A worker that dies before it starts its supervisor (an interpreter that cannot import the course, say) has
-    run no code of the submission: its last stderr line, as a grader error."""
-    from gpucourse.grading import grader
+    """A worker that dies before it says "loading" (an interpreter that cannot import the course, say) has run no
+    code of the submission: its last stderr line, as a grader error, though its supervisor started."""
+    from gpucourse.grading import grader, worker
     from gpucourse.grading.exercise import get
 
-    def broken(path, tmp, isolation, *args):
-        return ([sys.executable, "-c", "import sys; sys.stderr.write('Traceback ...\\nModuleNotFoundError: No "
-                                       "module named gpucourse\\n'); sys.exit(1)"], dict(os.environ), path)
+    def broken(path, tmp, isolation, gpu, gpu_nodes, to_r, from_w, mem_mb, status_fd):
+        fails = [sys.executable, "-c", "import sys; sys.stderr.write('Traceback ...\\nModuleNotFoundError: No "
+                                       "module named gpucourse\\n'); sys.exit(1)"]
+        return worker.supervised(fails, status_fd), dict(os.environ), path
 
     monkeypatch.setattr(grader, "_worker_command", broken)
     iso = sandbox.detect("process")

@@ -46,12 +46,12 @@ Security model (submissions are careless at best and hostile at worst):
   be restored is flagged, and a change found after a verdict (made while the judge was deciding: a thread, a hook)
   makes the case an error. Printing fake results, exiting (``sys.exit`` is an error, ``os._exit`` a crash) and
   returning objects that lie about themselves do not pass.
-* How a worker ended is reported by its supervisor (worker._supervise: a fork of the worker made before the
-  submission is read, non-dumpable, in the sandbox its PID 1, which nothing inside can kill), on a pipe of its own:
-  killed by signal n, or exited with code n. bwrap's exit status alone is 128 + n for both, so a submission calling
-  ``os._exit(137)`` would otherwise read as killed by SIGKILL. A worker whose supervisor never started ran no code
-  of the submission: if it died, bwrap could not start the sandbox (its first stderr line is reported) or the
-  worker could not start (its last line), an internal grader error with ``gpucourse doctor``'s advice.
+* How a worker ended is reported by its supervisor (worker.SUPERVISOR: the worker's parent, non-dumpable, in the
+  sandbox its PID 1, which nothing inside can kill), on a pipe of its own: killed by signal n, or exited with code
+  n. bwrap's exit status alone is 128 + n for both, so a submission calling ``os._exit(137)`` would otherwise read
+  as killed by SIGKILL. A worker that died before it said "loading" ran no code of the submission: bwrap could not
+  start the sandbox (its first stderr line is reported, when the supervisor never started) or the worker could not
+  start (its last line), an internal grader error with ``gpucourse doctor``'s advice.
 * The submission is graded from a copy in a private folder named ``submission.py`` (or ``.ipynb``), bound read-only
   at ``/submission/``: the path the instructor gave (a student's name, ``submitted/<student>/``) reaches the
   submission neither through ``/proc/self/mountinfo`` (which shows every bind mount's source) nor bwrap's command
@@ -352,7 +352,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
         _prebuild(ex, staged, tmp, isolation, t0 + timeout, mem_mb)
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    status_r, status_w = os.pipe()  # how the worker ended, from its supervisor (worker._supervise)
+    status_r, status_w = os.pipe()  # how the worker ended, from its supervisor (worker.SUPERVISOR)
     proc = out_cap = err_cap = None
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
     lock = gpulock.GpuLock(gpu_index(gpu)) if on_gpu else None
@@ -441,7 +441,7 @@ def stage_submission(path: str, folder: str) -> str:
 
 
 def _read_status(fd: int | None) -> dict:
-    """What the worker's supervisor wrote (worker._supervise): {"started": bool, "signal": n} or {..., "exit": n},
+    """What the worker's supervisor wrote (worker.SUPERVISOR): {"started": bool, "signal": n} or {..., "exit": n},
     or {"started": False} when it wrote nothing (the worker never started, or the pipe was already read)."""
     if fd is None:
         return {"started": False}
@@ -464,7 +464,7 @@ def _read_status(fd: int | None) -> dict:
 
 def _how_it_ended(code: int | None, ended: dict, sandboxed: bool) -> str:
     """The message for a worker that closed the channel before grading finished. ``ended``: its supervisor's report
-    (worker._supervise), which tells a signal from an exit status for sure. Without a final report (the submission
+    (worker.SUPERVISOR), which tells a signal from an exit status for sure. Without a final report (the submission
     killed its supervisor), only the exit status is known: under bubblewrap 128 + n both for a process killed by
     signal n and for one that called exit(128 + n), so the message says both; at the process level, the signal that
     killed the supervisor."""
@@ -505,7 +505,9 @@ def _worker_command(path: str, tmp: str, isolation, gpu: str | None, gpu_nodes: 
     argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
             "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
     if status_fd is not None:
-        argv += ["--status-fd", str(status_fd)]
+        from .worker import supervised
+
+        argv = supervised(argv, status_fd)
     if isolation.sandboxed:
         return (sandbox.command(isolation, argv, tmp, path, gpu_nodes, as_pid_1=status_fd is not None),
                 _worker_env(gpu, sandbox.INSIDE_TMP), sandbox.inside_path(path))
@@ -567,17 +569,18 @@ DOCTOR_ADVICE = ("`gpucourse doctor` says what this machine's isolation is and h
 
 def _start_failure(isolation, replied: list, code, err_cap, ended: dict) -> str:
     """Why the worker never started, when that is the grader's or the machine's failure, not the submission's: the
-    worker said nothing and its supervisor never started (it starts before the submission is read, so no code of
-    the submission has run). Under bubblewrap, bwrap's own first stderr line ("bwrap: ...": it could not create a
-    namespace, a bind source is missing, an option this bwrap lacks); else the worker's last stderr line. "" when the
-    worker started (whatever happened next is the submission's doing) or the process did not exit."""
-    if replied or ended.get("started") or code is None or code == 0:
+    worker died without a word (its first, "loading", comes before it reads the submission, so no code of the
+    submission has run). Under bubblewrap, when the supervisor never started either, bwrap's own first stderr line
+    ("bwrap: ...": it could not create a namespace, a bind source is missing, an option this bwrap lacks); else the
+    worker's last stderr line. "" when the worker spoke (whatever happened next is the submission's doing) or the
+    process did not exit."""
+    if replied or code is None or code == 0:
         return ""
     lines = []
     if err_cap is not None:
         err_cap.thread.join(timeout=2)
         lines = [line.strip() for line in err_cap.text().strip().splitlines() if line.strip()]
-    if isolation.sandboxed and lines and lines[0].startswith("bwrap: "):
+    if isolation.sandboxed and not ended.get("started") and lines and lines[0].startswith("bwrap: "):
         return f"the sandbox did not start: {lines[0][:300]}; {DOCTOR_ADVICE}"
     said = lines[-1][:300] if lines else f"exit status {code}, nothing on stderr"
     where = " inside the sandbox" if isolation.sandboxed else ""
@@ -639,7 +642,9 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             yield
 
     protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": path}, deadline)
-    msg = expect("ready", "load_error")
+    msg = expect("loading", "ready", "load_error")  # "loading": about to read the submission
+    if msg["type"] == "loading":
+        msg = expect("ready", "load_error")
     if msg["type"] == "load_error":
         result.status, result.score = "error", 0.0
         result.message = str(msg.get("message", "could not be loaded"))[:500]

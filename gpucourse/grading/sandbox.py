@@ -174,7 +174,7 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
     """``argv`` wrapped in bwrap with the worker's view of the machine: ``tmp`` (the host's private temporary
     directory) mounted writable at /tmp, ``submission`` read-only at /submission/<name>. ``as_pid_1``: ``argv`` is
     the sandbox's PID 1 (instead of bwrap's own init), where this bwrap can (``--as-pid-1``): the graded worker's
-    supervisor (worker._supervise), which no process of the sandbox can then kill or stop (the kernel drops their
+    supervisor (worker.SUPERVISOR), which no process of the sandbox can then kill or stop (the kernel drops their
     signals to their namespace's init); it reaps the orphans, and when it exits every process left in the sandbox
     is killed."""
     cmd = [iso.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]

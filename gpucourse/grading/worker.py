@@ -14,13 +14,15 @@ submission is loaded and restored before every case and after every call into th
 returns plain values only (judging.py). What had to be restored is reported, for the grader to flag; a change found
 after a verdict (made while the judge was deciding) turns the case into an error.
 
-How the process ended (``--status-fd``): under bubblewrap the grader only sees bwrap's exit status, where a worker
-killed by signal n and one that called ``os._exit(128 + n)`` look the same. So before anything of the submission
-runs, the worker forks: the child goes on as the worker, the parent (:func:`_supervise`) waits for it and writes
-"signal N" or "exit N" on the status descriptor, which only it holds, and then ends the same way. It makes itself
-non-dumpable, so the submission (same user) cannot reach that descriptor through ``/proc/<pid>/fd``. In the sandbox it
-is PID 1 (bwrap's ``--as-pid-1``), which no process of the sandbox can kill or stop; at the process level (or with a
-bwrap that cannot do that) the submission can kill it, and the grader then says the exit status is ambiguous.
+How the process ended: under bubblewrap the grader only sees bwrap's exit status, where a worker killed by signal n
+and one that called ``os._exit(128 + n)`` look the same. So the grader starts the worker under a supervisor
+(:data:`SUPERVISOR`, a few lines of Python that import nothing of the course, and so nothing of torch or CUDA, which
+must not be initialised before a fork): it forks, the child execs the worker, and the supervisor waits for it and
+writes "signal N" or "exit N" on a status descriptor only it holds, then ends the same way. It is non-dumpable, so
+the submission (same user) cannot reach that descriptor through ``/proc/<pid>/fd``, and in the sandbox it is PID 1
+(bwrap's ``--as-pid-1``), which no process of the sandbox can kill or stop; at the process level (or with a bwrap
+that cannot do that) the submission can kill it, and the grader then says the exit status is ambiguous. The worker
+says "loading" before it reads the submission: a worker that died before that ran none of it.
 """
 from __future__ import annotations
 
@@ -33,53 +35,59 @@ import sys
 import traceback
 
 
-def _supervise(status_fd: int, close: tuple) -> None:
-    """Fork; the child returns (and is the worker), the parent never returns: it writes "started", waits for the
-    child, writes "signal N" or "exit N" on ``status_fd`` and ends as the child did. ``close``: the channel's
-    descriptors, which only the child keeps (the grader must see the channel close when the worker dies)."""
-    import signal
-
-    os.set_inheritable(status_fd, False)
+# The supervisor: ``python -c SUPERVISOR STATUS_FD WORKER_ARGV...`` (grader._worker_command). Standard library only.
+SUPERVISOR = """\
+import os, signal, sys
+status, argv = int(sys.argv[1]), sys.argv[2:]
+os.set_inheritable(status, False)
+try:  # non-dumpable: its /proc/<pid>/fd is closed to processes without CAP_SYS_PTRACE (exec resets it for the child)
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+except Exception:
+    pass
+try:
+    os.write(status, b"started\\n")
+except OSError:
+    pass
+pid = os.fork()
+if pid == 0:
+    os.close(status)
     try:
-        os.write(status_fd, b"started\n")
-    except OSError:
-        pass
-    pid = os.fork()
-    if pid == 0:
-        os.close(status_fd)
-        return
-    for fd in close:
-        os.close(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the worker, not its report
-    try:  # /proc/<pid>/fd of a non-dumpable process is closed to a process without CAP_SYS_PTRACE
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:  # no prctl (not Linux): the report could be forged by a submission that looks for it
-        pass
-    while True:  # as the sandbox's PID 1 it is also the parent of every orphan: reaped here, until the worker ends
-        try:
-            done, status = os.waitpid(-1, 0)
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            os._exit(1)
-        if done == pid:
-            break
-    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    code = None if signum is not None else os.WEXITSTATUS(status)
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+os.closerange(3, status)  # the channel is the worker's alone: it must close when the worker dies
+os.closerange(status + 1, max(status + 2, os.sysconf("SC_OPEN_MAX")))
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:  # as the sandbox's PID 1 it is also every orphan's parent: reaped here until the worker ends
     try:
-        os.write(status_fd, (f"signal {signum}\n" if signum is not None else f"exit {code}\n").encode())
-    except OSError:
+        done, st = os.waitpid(-1, 0)
+    except InterruptedError:
+        continue
+    except ChildProcessError:
+        os._exit(1)
+    if done == pid:
+        break
+sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
+code = None if sig is not None else os.WEXITSTATUS(st)
+try:
+    os.write(status, (f"signal {sig}" if sig is not None else f"exit {code}").encode() + b"\\n")
+except OSError:
+    pass
+if sig is not None:  # the same end, for Popen's returncode at the process level (PID 1 cannot signal itself)
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    except (OSError, ValueError):
         pass
-    if signum is not None:  # end the same way, for a grader without bwrap (Popen's returncode) and for bwrap's
-        try:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-        except (OSError, ValueError):
-            pass
-        os._exit(128 + signum)
-    os._exit(code)
+    os._exit(128 + sig)
+os._exit(code)
+"""
+
+
+def supervised(argv: list, status_fd: int) -> list:
+    """``argv`` (the worker's command) run under :data:`SUPERVISOR`, which reports on ``status_fd``."""
+    return [sys.executable, "-c", SUPERVISOR, str(status_fd), *argv]
 
 
 def _limit(mem_mb: int, fsize_mb: int, limit_address_space: bool) -> None:
@@ -202,13 +210,10 @@ def main(argv=None) -> int:
     ap.add_argument("--wfd", type=int, required=True)
     ap.add_argument("--mem-mb", type=int, default=0)
     ap.add_argument("--fsize-mb", type=int, default=256)
-    ap.add_argument("--status-fd", type=int, default=None)
     args = ap.parse_args(argv)
     gpu_mode = os.environ.get("GPUCOURSE_MODE") == "gpu"
     _limit(args.mem_mb, args.fsize_mb, limit_address_space=not gpu_mode)
     rfd, wfd = args.rfd, args.wfd
-    if args.status_fd is not None:  # before the submission is read: from here on this process is the worker
-        _supervise(args.status_fd, (rfd, wfd))
     os.set_inheritable(rfd, False)
     os.set_inheritable(wfd, False)
 
@@ -234,6 +239,7 @@ def main(argv=None) -> int:
     def reply(kind: str, **fields) -> None:
         send(wfd, dict(fields, type=kind, nonce=nonce))
 
+    reply("loading")  # nothing of the submission has run before this: a death until here is the grader's failure
     path = hello["submission"]
     try:
         if path.endswith(".ipynb"):

@@ -27,5 +27,9 @@ EXPECTED = {
     # The path the instructor gave (a student's name in it) through mountinfo, /proc/1/cmdline, __file__...: the
     # sandbox binds a staged copy named submission.py, so it finds nothing and passes (it would raise, naming where).
     "escape_read_host_paths.py": {"status": "passed", "message": "all 6 cases passed", "flags": ["reads /proc"]},
+    # Its own os._exit(137) passed off as killed by SIGKILL, by killing the worker's supervisor or forging its report
+    # through /proc/<pid>/fd: the supervisor is the sandbox's PID 1 and non-dumpable; the report says exit code 137.
+    "escape_forge_supervisor_report.py": {"status": "crashed", "message": "the process exited (code 137)",
+                                          "flags": ["exits or signals"]},
 }
 GPU_ONLY = False
