@@ -108,9 +108,10 @@ class _Bar:
         how = "done in" if complete else "stopped after"
         self.handle.update({"text/plain": f"{self.desc}: {_count(done, self.total)} {how} {_fmt_s(elapsed)}"},
                            raw=True)
-        self.box.close()
-        self.bar.close()
-        self.label.close()
+        for w in (self.box, self.bar, self.label):  # the widgets and the layout and style models they made
+            for part in (w, w.layout, getattr(w, "style", None)):
+                if part is not None:
+                    part.close()
 
 
 def progress(iterable, desc: str, total: int | None = None, *, label=None, clock=time.monotonic, out=None,

@@ -126,7 +126,8 @@ def test_the_notebook_bar_is_replaced_by_one_line_when_done(monkeypatch):
     assert values[0] == (3, 8, "3/8 (38%), 3.0 s") and values[-1] == (7, 8, "7/8 (88%), 7.0 s")
     assert h.updates == [({"text/plain": "GEMV peers: 8/8 (100%) done in 8.0 s"}, {"raw": True})]
     bar, label = h.shown.children
-    assert bar.comm is None and label.comm is None and h.shown.comm is None, "the widgets are closed"
+    parts = [w for x in (bar, label, h.shown) for w in (x, x.layout, getattr(x, "style", None)) if w is not None]
+    assert all(w.comm is None for w in parts), "the widgets and their layout and style models are closed"
 
 
 def test_the_notebook_bar_never_appears_for_a_fast_loop(monkeypatch):
