@@ -416,7 +416,8 @@ def test_a_sandbox_that_does_not_start_is_an_internal_grader_error_not_the_submi
     r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=iso)
     assert r.status == "error" and r.score == 0.0 and "internal grader error" in r.flags
     assert r.message == ("INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: bwrap: "
-                         "Can't mount proc on /newroot/proc: Operation not permitted; " + grader.DOCTOR_ADVICE)
+                         "Can't mount proc on /newroot/proc: Operation not permitted; to fix: " + sandbox.USERNS_HINT +
+                         "; " + grader.DOCTOR_ADVICE)
     assert "gpucourse doctor" in grader.DOCTOR_ADVICE
 
 
@@ -432,8 +433,25 @@ def test_a_bind_source_that_vanished_is_the_graders_failure_with_bwraps_own_line
     r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=ISOLATION)
     assert r.status == "error" and "internal grader error" in r.flags
     assert r.message.startswith("INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: "
-                                f"bwrap: Can't find source path {missing}: No such file or directory; "), r.message
+                                f"bwrap: Can't find source path {missing}: No such file or directory; to fix: a "
+                                f"folder the grader binds into the sandbox is gone"), r.message
     assert r.message.endswith(grader.DOCTOR_ADVICE)
+
+
+def test_an_older_bwrap_without_an_option_is_told_to_upgrade(tmp_path):
+    """A bwrap that lacks an option the grader gives it (bwrap's own line names it) gets that advice."""
+    from gpucourse.grading import grader
+    from gpucourse.grading.exercise import get
+
+    fake = tmp_path / "bwrap"
+    fake.write_text('#!/bin/sh\necho "bwrap: Unknown option --as-pid-1" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    iso = sandbox.Isolation("bubblewrap", "", str(fake), True, False)
+    r = grader.grade_one(get("vector_add"), os.path.join(VECTOR_ADD, "right_basic.py"), 60, isolation=iso)
+    assert (r.status, r.flags[-1]) == ("error", "internal grader error")
+    assert r.message == ("INTERNAL GRADER ERROR (not the submission's fault): the sandbox did not start: bwrap: "
+                         "Unknown option --as-pid-1; to fix: this bwrap is older than an option the grader gives it: "
+                         "install a newer bubblewrap; " + grader.DOCTOR_ADVICE)
 
 
 def test_a_worker_that_cannot_start_is_the_graders_failure(monkeypatch):

@@ -563,8 +563,8 @@ def _prebuild(ex, path: str, tmp: str, isolation, deadline: float, mem_mb: int) 
             _kill_group(proc)
 
 
-DOCTOR_ADVICE = ("`gpucourse doctor` says what this machine's isolation is and how to get the sandbox working; "
-                 "`--isolation process` grades without it")
+DOCTOR_ADVICE = ("`gpucourse doctor` checks the sandbox and says how to get it working; `--isolation process` "
+                 "grades without it")
 
 
 def _start_failure(isolation, replied: list, code, err_cap, ended: dict) -> str:
@@ -581,7 +581,7 @@ def _start_failure(isolation, replied: list, code, err_cap, ended: dict) -> str:
         err_cap.thread.join(timeout=2)
         lines = [line.strip() for line in err_cap.text().strip().splitlines() if line.strip()]
     if isolation.sandboxed and not ended.get("started") and lines and lines[0].startswith("bwrap: "):
-        return f"the sandbox did not start: {lines[0][:300]}; {DOCTOR_ADVICE}"
+        return f"the sandbox did not start: {lines[0][:300]}; to fix: {sandbox.fix_hint(lines[0])}; {DOCTOR_ADVICE}"
     said = lines[-1][:300] if lines else f"exit status {code}, nothing on stderr"
     where = " inside the sandbox" if isolation.sandboxed else ""
     return f"the grading worker did not start{where}: {said}; {DOCTOR_ADVICE}"

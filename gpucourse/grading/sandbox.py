@@ -138,11 +138,23 @@ def _probe(gpu: bool) -> Isolation:
             continue
         errors.append((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300])
     why = "; ".join(dict.fromkeys(errors)) or "unknown"
-    hint = USERNS_HINT if "namespace" in why or "ermission" in why else \
-        "check the NVIDIA device nodes under /dev (GPU_DEVICES in gpucourse/grading/sandbox.py)" if "CUDA" in why \
-        else "run the bwrap command of sandbox.command by hand to see why"
+    hint = fix_hint(why)
     return Isolation("process", f"{fallback} (bubblewrap is installed at {bwrap} but could not start a sandbox: "
                                 f"{why}; to fix: {hint})")
+
+
+def fix_hint(why: str) -> str:
+    """How to fix a sandbox that bwrap could not start, from its error line(s) ``why``."""
+    if "namespace" in why or "ermission" in why or "not permitted" in why:
+        return USERNS_HINT
+    if "CUDA" in why:
+        return "check the NVIDIA device nodes under /dev (GPU_DEVICES in gpucourse/grading/sandbox.py)"
+    if "Unknown option" in why or "nrecognized option" in why:
+        return "this bwrap is older than an option the grader gives it: install a newer bubblewrap"
+    if "Can't find source path" in why:
+        return ("a folder the grader binds into the sandbox is gone (a virtual environment, $LD_LIBRARY_PATH or a "
+                "toolchain moved while grading?)")
+    return "run the bwrap command of sandbox.command by hand to see why"
 
 
 def _probe_dir() -> str:

@@ -56,8 +56,16 @@ if pid == 0:
         os.execv(argv[0], argv)
     finally:
         os._exit(127)
-os.closerange(3, status)  # the channel is the worker's alone: it must close when the worker dies
-os.closerange(status + 1, max(status + 2, os.sysconf("SC_OPEN_MAX")))
+try:  # the channel is the worker's alone: it must close when the worker dies
+    fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+except OSError:
+    fds = list(range(3, 1024))
+for fd in fds:
+    if fd > 2 and fd != status:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 while True:  # as the sandbox's PID 1 it is also every orphan's parent: reaped here until the worker ends
     try:
