@@ -231,10 +231,10 @@ def test_measure_paths_run_in_fp16_where_the_gate_falls_back(monkeypatch, capsys
     real = kernels.w8a16_gemv
     monkeypatch.setattr(kernels, "w8a16_gemv", lambda x, *a, **k: seen.append(x.dtype) or real(x, *a, **k))
     sw = measure.batch_sweep(32, 256, ms=(1, 4), bench_kw=measure.QUICK)
-    assert set(seen) == {torch.float16} and len(sw["us"]["int8 (ours)"]) == 2
+    assert set(seen) == {torch.float16} and len(sw["us"]["int8 (ours)"]) == 2 and sw["dtype"] == "float16"
     assert "Tesla T4 (sm_75) has no bf16 tensor cores" in capsys.readouterr().out
     mlp = measure.mlp_decode(128, 256, bench_kw=measure.QUICK, rounds=1, group_size=64)
-    assert 0 < mlp["errors"]["int8"]["rel_fro"] < mlp["errors"]["int4"]["rel_fro"] < 0.2
+    assert 0 < mlp["errors"]["int8"]["rel_fro"] < mlp["errors"]["int4"]["rel_fro"] < 0.2 and mlp["dtype"] == "float16"
 
 
 def test_benchmark_targets():
@@ -249,6 +249,11 @@ def test_benchmark_targets():
         [(True, False), (False, False), (False, True), (True, True)]
     assert [x["met"] for x in bench.mlp_targets({"m": 1, "hidden": 1, "inter": 1,
                                                  "us": {"bf16": 100.0, "int8": 55.0, "int4": 39.0}})] == [True, True]
+    assert all("/ bf16 cuBLAS" in x["name"] for x in targets[:2])  # a result without a dtype: the course machine's bf16
+    res["dtype"] = "float16"  # measured on a T4: the names say what the baseline ran in
+    assert all("/ fp16 cuBLAS" in x["name"] for x in bench.gemv_targets(res)[:2])
+    assert bench.sweep_targets({"dtype": "float16", "ms": [1], "us": {"bf16 cuBLAS": [9.0], "int4 (ours)": [3.0]}}) \
+        [0]["name"] == "batch sweep, int4 at M=1 / fp16 cuBLAS"
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ The lesson's notebook measures these in its own cells and hands the results to `
 """
 from __future__ import annotations
 
+from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
 
 from . import kernels, measure
@@ -19,14 +20,20 @@ def solutions() -> dict:
     return cached_solutions(LESSON.notebook)
 
 
+def _low(res: dict) -> str:
+    """The baseline's 16-bit type for the targets' names: "bf16" ("fp16" where a T4 ran the measurement in fp16;
+    the result's keys keep the course machine's names)."""
+    return dtypes.short(res.get("dtype", "bfloat16"))
+
+
 def gemv_targets(res: dict) -> list:
-    out = []
+    out, low = [], _low(res)
     notes = res.get("notes", {})
     for row in res["rows"]:
         us, shape = row["us"], "x".join(map(str, row["shape"]))
         bf = us["bf16 cuBLAS"]
-        out.append(target(f"int8 GEMV M=1 {shape} / bf16 cuBLAS", bf / us["int8 (ours)"], 1.8))
-        out.append(target(f"int4 GEMV g128 M=1 {shape} / bf16 cuBLAS", bf / us["int4 (ours)"], 3.2))
+        out.append(target(f"int8 GEMV M=1 {shape} / {low} cuBLAS", bf / us["int8 (ours)"], 1.8))
+        out.append(target(f"int4 GEMV g128 M=1 {shape} / {low} cuBLAS", bf / us["int4 (ours)"], 3.2))
         peer = "int8 torchao weight-only (compiled)"
         if peer in us:
             out.append(target(f"int8 GEMV {shape} / {peer}", us[peer] / us["int8 (ours)"], 1.8))
@@ -37,16 +44,17 @@ def gemv_targets(res: dict) -> list:
 
 
 def mlp_targets(res: dict) -> list:
-    us = res["us"]
-    return [target(f"MLP block decode step (M={res['m']}, {res['hidden']}x{res['inter']}) int4 / bf16",
+    us, low = res["us"], _low(res)
+    return [target(f"MLP block decode step (M={res['m']}, {res['hidden']}x{res['inter']}) int4 / {low}",
                    us["bf16"] / us["int4"], 2.5),
-            target(f"MLP block decode step (M={res['m']}) int8 / bf16", us["bf16"] / us["int8"], 1.6)]
+            target(f"MLP block decode step (M={res['m']}) int8 / {low}", us["bf16"] / us["int8"], 1.6)]
 
 
 def sweep_targets(res: dict) -> list:
     us = res["us"]
     i = res["ms"].index(1)
-    return [target("batch sweep, int4 at M=1 / bf16 cuBLAS", us["bf16 cuBLAS"][i] / us["int4 (ours)"][i], 3.2)]
+    return [target(f"batch sweep, int4 at M=1 / {_low(res)} cuBLAS", us["bf16 cuBLAS"][i] / us["int4 (ours)"][i],
+                   3.2)]
 
 
 @register("quant07_gemv", targets=gemv_targets)

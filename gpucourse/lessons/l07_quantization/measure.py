@@ -9,7 +9,8 @@ The peers a practitioner could use instead of a kernel of their own:
 
 * ``bf16 cuBLAS``: ``F.linear(x, w)`` with bf16 weights: the baseline every ratio is against (on a GPU without bf16
   tensor cores, a T4, the activations, the baseline's weights and the dequantized weights are float16 instead:
-  :func:`low_dtype`, which prints the sentence saying so; the names stay those of the bf16 course machine);
+  :func:`low_dtype`, which prints the sentence saying so; the result's ``dtype`` says which, its keys stay those
+  of the bf16 course machine);
 * ``torch dequant+matmul``: dequantize to bf16 with torch ops, then ``F.linear`` (eager);
 * ``torch.compile dequant+matmul``: the same function through ``torch.compile`` (Inductor may fuse the dequantization
   into its own kernel);
@@ -162,7 +163,7 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
         rows.append({"shape": [n, k], "m": m, "us": us, "ceiling_us": ceiling, "max_rel_err": err,
                      "bytes": {fmt: kernels.gemv_bytes(m, n, k, fmt, group_size) for fmt in ("bf16", "int8", "int4")}})
         del d, w, q8, s8, p4, s4, fns
-    return {"m": m, "group_size": group_size, "rows": rows, "notes": notes}
+    return {"m": m, "group_size": group_size, "dtype": dtypes.name(low), "rows": rows, "notes": notes}
 
 
 def flush_effect(n: int = 8192, k: int = 8192, group_size: int = GROUP, rounds: int = 3, bench_kw=None) -> dict:
@@ -175,7 +176,7 @@ def flush_effect(n: int = 8192, k: int = 8192, group_size: int = GROUP, rounds: 
     fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
            "int8 (lesson kernel)": lambda: kernels.w8a16_gemv(x, d["q8"], d["s8"]),
            "int4 (lesson kernel)": lambda: kernels.w4a16_gemv(x, d["packed"], d["s4"], group_size)}
-    out = {"n": n, "k": k, "us": {}}
+    out = {"n": n, "k": k, "dtype": dtypes.name(low), "us": {}}
     for how, flush in (("write", True), ("read", "read")):
         timed = interleaved(fns, rounds=rounds, **{**bench_kw, "flush_l2": flush})
         out["us"][how] = {name: r.median_ms * 1e3 for name, r in timed.items()}
@@ -190,7 +191,8 @@ def batch_sweep(n: int = 8192, k: int = 8192, ms=(1, 2, 4, 8, 16, 32, 64, 128, 2
     bench_kw = {**FLUSH, **(bench_kw or {})}
     low = low_dtype().torch
     d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(1), low)
-    out = {"n": n, "k": k, "ms": list(ms), "us": {"bf16 cuBLAS": [], "int8 (ours)": [], "int4 (ours)": []}}
+    out = {"n": n, "k": k, "ms": list(ms), "dtype": dtypes.name(low),
+           "us": {"bf16 cuBLAS": [], "int8 (ours)": [], "int4 (ours)": []}}
     for m in progress(ms, f"batch sweep {n} x {k}"):
         x = torch.randn(m, k, device=d["w"].device).to(low)
         fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
@@ -264,6 +266,6 @@ def mlp_decode(hidden: int = 4096, inter: int = 14336, m: int = 1, int8_fn=None,
         errors[fmt] = {"max_rel": float((y - ref).abs().max() / ref.abs().max()),
                        "rel_fro": float(torch.linalg.norm(y - ref) / torch.linalg.norm(ref))}
     timed = interleaved({fmt: (lambda blk=blk: blk(x)) for fmt, blk in blocks.items()}, rounds=rounds, **bench_kw)
-    return {"hidden": hidden, "inter": inter, "m": m, "group_size": group_size,
+    return {"hidden": hidden, "inter": inter, "m": m, "group_size": group_size, "dtype": dtypes.name(low),
             "us": {fmt: r.median_ms * 1e3 for fmt, r in timed.items()},
             "weight_mb": {fmt: blk.weight_bytes() / 1e6 for fmt, blk in blocks.items()}, "errors": errors}
