@@ -1,5 +1,6 @@
 """The benchmark registry: discovery, targets, CPU-mode skipping, the JSON document."""
 import json
+import os
 import subprocess
 import sys
 
@@ -204,7 +205,7 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
     monkeypatch.setattr(suite, "slug", lambda: "fake")
     monkeypatch.setattr(suite, "run_doctor", lambda tag: [])
     monkeypatch.setattr(suite, "run_benchmarks", run_benchmarks)
-    monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved: (True, [], {pattern: 2.0}))
+    monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved, limit=None: (True, [], {pattern: 2.0}))
     monkeypatch.setattr(suite, "run_tests", lambda tag, args: (False, []))
     assert suite.main(["--notebooks", "notebooks/05_triton.ipynb"]) == 1  # the tests "failed"
     assert {"ceilings", "cuda04_ladder"} <= set(benched)
@@ -218,7 +219,7 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
     assert set(doc["results"]) == set(benched)
 
     # A later run of another notebook keeps the first one's seconds; one over the budget fails the suite.
-    monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved: (True, [], {pattern: 181.0}))
+    monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved, limit=None: (True, [], {pattern: 181.0}))
     monkeypatch.setattr(suite, "run_tests", lambda tag, args: (True, []))
     assert suite.main(["--notebooks", "notebooks/03_memory_hierarchy.ipynb", "--skip-benchmarks"]) == 1
     doc = json.loads(results.read_text())
@@ -247,7 +248,7 @@ def _fake_suite(suite, tmp_path, monkeypatch, ran, fail=()):
     monkeypatch.setattr(suite, "run_doctor", lambda tag: step("doctor:", []))
     monkeypatch.setattr(suite, "run_benchmarks", lambda tag, names, saved=lambda: None:
                         step("bench:" + names[0], (True, [])))
-    monkeypatch.setattr(suite, "run_notebooks", lambda p, saved: step("notebook:" + p, (True, [], {p: 50.0})))
+    monkeypatch.setattr(suite, "run_notebooks", lambda p, saved, limit=None: step("notebook:" + p, (True, [], {p: 50.0})))
     monkeypatch.setattr(suite, "run_grader", lambda tag, ex: step("grade:" + ex, (True, [])))
     monkeypatch.setattr(suite, "run_tests", lambda tag, args: step("tests:" + " ".join(args), (True, [])))
 
@@ -368,7 +369,7 @@ def test_gpu_suite_archive_keeps_what_notebooks_recorded_when_a_run_is_cut(tmp_p
     ran = []
     _fake_suite(suite, tmp_path, monkeypatch, ran, fail={"notebook:notebooks/01_cpu_vs_gpu_timing.ipynb"})
 
-    def notebook(p, saved):
+    def notebook(p, saved, limit=None):
         ran.append("notebook:" + p)
         if p.startswith("notebooks/01"):
             raise KeyboardInterrupt(p)
@@ -409,3 +410,34 @@ def test_gpu_suite_as_another_gpu_collects_the_lines_that_name_its_capability():
     assert suite.capability_lines(nb, (7, 5)) == ["NVIDIA H100 as sm_75: no bf16 tensor cores, float16 instead.",
                                                   "FP8 skipped on sm_75 (no fp8 tensor cores)."]
     assert suite.capability_lines(nb, (8, 0)) == ["sm_80 only"]
+
+
+def test_gpu_suite_as_a_t4_runs_notebooks_without_recording_and_summarises_them_apart(tmp_path, monkeypatch):
+    """--capability T4: the limit reaches the notebooks (the environment and run_notebooks' ``limit``), no benchmark
+    runs and nothing is recorded into the GPU's own results; the summary goes to <gpu>-as-t4.json with each notebook's
+    status and capability lines. An unknown capability stops the suite with the accepted forms."""
+    import gpucourse
+
+    suite = _gpu_suite()
+    seen = []
+
+    def run_notebooks(pattern, saved, limit=None):
+        seen.append((pattern, limit, os.environ.get("GPUCOURSE_CAPABILITY"), os.environ.get("GPUCOURSE_RECORD")))
+        return True, [], {pattern: {"seconds": 3.0, "status": "ok", "capability_lines": ["float16 on sm_75."]}}
+
+    monkeypatch.setattr(gpucourse, "on_gpu", lambda: True)
+    monkeypatch.delenv("GPUCOURSE_RECORD", raising=False)
+    monkeypatch.setenv("GPUCOURSE_CAPABILITY", "")  # main() sets it; restored afterwards
+    monkeypatch.setattr(suite, "RESULTS", tmp_path)
+    monkeypatch.setattr(suite, "slug", lambda: "fake")
+    monkeypatch.setattr(suite, "run_doctor", lambda tag: [])
+    monkeypatch.setattr(suite, "run_benchmarks", lambda *a, **k: pytest.fail("no benchmark runs as another GPU"))
+    monkeypatch.setattr(suite, "run_notebooks", run_notebooks)
+    assert suite.main(["--capability", "T4", "--skip-tests", "--notebooks", "notebooks/05_triton.ipynb"]) == 0
+    assert seen == [("notebooks/05_triton.ipynb", (7, 5), "T4", None)]
+    assert not (tmp_path / "fake.json").exists()
+    doc = json.loads((tmp_path / "fake-as-t4.json").read_text())["suite"]
+    assert doc["capability"] == {"as": "T4", "sm": "sm_75", "notebooks": {"notebooks/05_triton.ipynb": {
+        "seconds": 3.0, "status": "ok", "capability_lines": ["float16 on sm_75."]}}}
+    assert doc["notebook_seconds"] == {"notebooks/05_triton.ipynb": 3.0}
+    assert suite.main(["--capability", "T5", "--skip-tests"]) == 2
