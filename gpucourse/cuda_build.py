@@ -32,6 +32,14 @@ and nvcc parses a ``.cu`` file twice, once for the host and once for the device.
   one for this compiler, these flags and this torch (the grader does, once per machine, before its workers start,
   and binds it read-only into their sandboxes); without one it parses the header as before.
 
+* the grader's **binding object**: main.cpp's other half, the pybind11 module load_inline generates from ``cpp`` and
+  ``functions``, is the same for every submission of an exercise and is what needs torch/extension.h, whose cost a
+  precompiled header does not remove (gcc instantiates that header's templates at the end of every file that
+  includes it). :func:`prepare_binding` compiles it once per exercise into a read-only folder; a build whose
+  declarations match links it and compiles only the binding (host.cpp, with a precompiled torch/types.h) or, split,
+  only the .cu file. Only where the grader prepared one; any failure builds main.cpp as before (see the last
+  section; ``benchmarks/results/cpu-explore-cuda-binding.json`` has the seconds).
+
 On the H100, one block_sum build took main.cpp 11 s and the .cu file 20 s in the ``split`` layout
 (``benchmarks/results/h100-explore-cuda-build-flags.json``).
 ``GPUCOURSE_CUDA_BUILD=split`` or ``inline`` selects an older layout (``inline``: one ``load_inline``, torch's
@@ -41,6 +49,7 @@ that torch's headers happened to include).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -126,6 +135,15 @@ def tool(name: str) -> str | None:
         if os.path.exists(cand):
             return cand
     return None
+
+
+def cuda_home() -> str | None:
+    """The CUDA toolkit's root (the folder with include/cuda_runtime.h): $CUDA_HOME, $CUDA_PATH, /usr/local/cuda or
+    nvcc's grandparent (nvcc may be a wrapper script elsewhere on PATH); None when none has the headers."""
+    nvcc = nvcc_path()
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda",
+             nvcc and os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))]
+    return next((h for h in homes if h and os.path.exists(os.path.join(h, "include", "cuda_runtime.h"))), None)
 
 
 def require_tools(ninja: bool = True) -> str:
@@ -376,7 +394,7 @@ def build(name: str, kernels: str, binding: str, cpp: str, functions, *, flags=(
 
 def _key(kernels, binding, cpp, functions, flags, layout: str) -> str:
     return _hash(kernels, binding, cpp, list(functions), tuple(flags), NVCC_FLAGS, device_arch(),
-                 *(() if layout == "inline" else (layout,)))
+                 *(() if layout == "inline" else (layout,)), *((HOST_PROLOGUE,) if layout == "host" else ()))
 
 
 def layouts(kernels: str, binding: str) -> list:
@@ -523,6 +541,7 @@ HOST_PROLOGUE = r"""
 #define __grid_constant__
 #endif
 namespace gpucourse_host {
+static int skip_launches = 0;  // set through gpucourse_skip_launches() (cuda_build.launches_skipped): launch nothing
 inline cudaStream_t stream(cudaStream_t s) { return s; }
 inline cudaStream_t stream(int s) { return reinterpret_cast<cudaStream_t>(static_cast<intptr_t>(s)); }
 template <typename K, typename T, std::size_t... I>
@@ -535,9 +554,13 @@ template <typename... P, typename... A>
 inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A&&... a) {
   static_assert(sizeof...(P) == sizeof...(A), "a kernel launched with the wrong number of arguments");
   std::tuple<typename std::decay<P>::type...> values(std::forward<A>(a)...);
+  if (skip_launches) return;
   launch_tuple(kernel, grid, block, smem, st, values, std::index_sequence_for<P...>{});
 }
 }  // namespace gpucourse_host
+extern "C" __attribute__((visibility("default"))) int* gpucourse_skip_launches() {
+  return &gpucourse_host::skip_launches;
+}
 """
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _NOT_HOSTABLE = re.compile(r"\bnamespace\b|\bstatic\b[^;{}]*__global__|__global__[^;{}(]*\bstatic\b|extern\s*\"C\"|"
@@ -718,9 +741,7 @@ def compile_only_recipe(folder: str) -> dict | None:
     with open(os.path.join(folder, "c10", "cuda", "impl", "cuda_cmake_macros.h"), "w") as f:
         f.write("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     saved = ext.CUDA_HOME, os.environ.get("TORCH_CUDA_ARCH_LIST")
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda",
-             os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))]
-    home = next((h for h in homes if h and os.path.exists(os.path.join(h, "include", "cuda_runtime.h"))), None)
+    home = cuda_home()
     if home is None:
         return None
     ext.CUDA_HOME = home
@@ -1060,3 +1081,47 @@ def _load_bound(name, key, kernels, binding, cpp, functions, flags, verbose, lay
         return None
     module.build_layout = layout + "+binding" + ("+pch" if obj["host_header"] else "")
     return module
+
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Skipped launches: what a call leaves when its kernels do nothing (the checker's "not computed by your kernels").
+
+SKIP_SYMBOL = "gpucourse_skip_launches"  # exported by every host-layout build: the address of its switch
+
+
+def _switch(module):
+    """The launch switch (a ctypes int) of a built module, or None (split and inline layouts launch with <<<>>>,
+    which has no switch, and a module that is not a loaded file has none either)."""
+    import ctypes
+
+    path = getattr(module, "__file__", None)
+    if not path or not os.path.exists(path):
+        return None
+    try:  # the library is loaded already: RTLD_NOLOAD hands back its handle, never a second copy
+        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LOCAL", 0))
+        fn = getattr(lib, SKIP_SYMBOL)
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.POINTER(ctypes.c_int)
+    fn.argtypes = []
+    return fn().contents
+
+
+@contextlib.contextmanager
+def launches_skipped(modules=None):
+    """Inside the block, every kernel launch of ``modules`` (default: every module :func:`build` loaded in this
+    process) is skipped: the call returns what a launch that did nothing would leave, as the checker's Triton
+    ``launches.skipping`` does. Yields whether every one of them has the switch (host layout only); where one does
+    not, its launches run, so the checker must not read the output as a skipped call's."""
+    mods = list({id(m): m for m in (_modules.values() if modules is None else modules)}.values())
+    switches = [_switch(m) for m in mods]
+    found = [s for s in switches if s is not None]
+    old = [s.value for s in found]
+    for s in found:
+        s.value = 1
+    try:
+        yield bool(mods) and len(found) == len(mods)
+    finally:
+        for s, v in zip(found, old):
+            s.value = v

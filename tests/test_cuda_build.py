@@ -573,3 +573,61 @@ def test_a_prepared_binding_object_links_with_a_host_and_kernel_object_into_a_mo
     assert proc.returncode == 0, proc.stderr[-3000:]
     names, status = proc.stdout.split("] ")
     assert names == "['scale_cuda'" and int(status) != 0  # the launch reached the runtime, which found no GPU
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Skipped launches (host layout): a switch in every build's launcher, for the checker's "what a launch that did
+# nothing leaves".
+
+
+def test_the_host_layout_key_covers_its_generated_launcher(monkeypatch):
+    monkeypatch.setattr(cuda_build, "device_arch", lambda: "sm_90")
+    args = (KERNELS, BINDING, CPP, ["scale_cuda"], ())
+    before = cuda_build._key(*args, "host"), cuda_build._key(*args, "split")
+    monkeypatch.setattr(cuda_build, "HOST_PROLOGUE", cuda_build.HOST_PROLOGUE + "\n// changed\n")
+    assert cuda_build._key(*args, "host") != before[0] and cuda_build._key(*args, "split") == before[1]
+
+
+def test_launches_skipped_yields_false_without_a_switch_to_set():
+    with cuda_build.launches_skipped([]) as complete:
+        assert complete is False  # nothing built: no skipped call to read
+    with cuda_build.launches_skipped([types.SimpleNamespace(__file__="/nonexistent/k.so")]) as complete:
+        assert complete is False
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/include/cuda_runtime.h") or cuda_build.tool("g++") is None,
+                    reason="needs CUDA's headers and g++")
+def test_inside_launches_skipped_a_host_layout_launch_never_reaches_the_runtime(tmp_path):
+    """A host-layout binding compiled by g++ into a shared library, loaded as a built module is, with CUDA's
+    cudaLaunchKernel replaced by one that counts its calls (and the kernel's host symbol by an empty function): its
+    launch reaches cudaLaunchKernel, except inside launches_skipped, and again after the block."""
+    import ctypes
+
+    binding = ('extern "C" void run(const float* x, long long n, float* out) {\n'
+               '    scale<<<dim3((n + 255) / 256), 256, 0, 0>>>(x, n, out);\n}\n')
+    (tmp_path / "main.cpp").write_text(cuda_build.host_binding(KERNELS, binding))
+    (tmp_path / "fake.cpp").write_text(
+        "#include <cuda_runtime.h>\n"
+        'extern "C" int launched = 0;\n'
+        'extern "C" cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {\n'
+        "  ++launched;\n  return cudaSuccess;\n}\n"
+        "void scale(const float* x, long long n, float* out) {}\n")
+    proc = subprocess.run(["g++", "-shared", "-fPIC", "-I/usr/local/cuda/include", "main.cpp", "fake.cpp", "-o",
+                           "k.so"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lib = ctypes.CDLL(str(tmp_path / "k.so"))
+    launched = ctypes.c_int.in_dll(lib, "launched")
+    module = types.SimpleNamespace(__file__=str(tmp_path / "k.so"))
+    lib.run(None, 10, None)
+    assert launched.value == 1
+    with cuda_build.launches_skipped([module]) as complete:
+        assert complete is True
+        lib.run(None, 10, None)
+        assert launched.value == 1  # skipped
+    lib.run(None, 10, None)
+    assert launched.value == 2  # the switch is back where it was
+    with cuda_build.launches_skipped([module, module]) as complete:  # listed twice: set and restored as one
+        assert complete
+        lib.run(None, 10, None)
+    lib.run(None, 10, None)
+    assert launched.value == 3
