@@ -128,3 +128,16 @@ def figure_png(fig, dpi: int = 100) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return buf.getvalue()
+
+
+def fallback_bundle(widget, text: str, png: bytes, note: str) -> dict:
+    """The display data for ``widget`` with a static fallback beside its view: ``text/plain`` (``text`` and ``note``,
+    which says the view is static) and ``image/png``, for a frontend that cannot show the widget (JupyterLab before
+    the cell runs, a rendered notebook on GitHub)."""
+    import base64
+
+    data = widget._repr_mimebundle_()
+    data = dict(data[0] if isinstance(data, tuple) else data)
+    data["text/plain"] = f"{text}\n{note}"
+    data["image/png"] = base64.b64encode(png).decode("ascii")
+    return data

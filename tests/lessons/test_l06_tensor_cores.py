@@ -143,6 +143,30 @@ def test_fp8_probe_and_operand_dtype_agree():
         assert fp8_ex.operand_dtype()[0] == ("float8_e4m3fn" if ok else "float16")
 
 
+def test_fp8_probe_runs_once_for_threads_that_ask_together(monkeypatch):
+    """The batch grader draws inputs in threads (--jobs): however many ask at once, the probe runs once and every
+    thread gets its one answer (a CI run once gave one submission's cases two dtypes)."""
+    import threading
+    import time
+
+    calls = []
+
+    def slow_probe():
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # wide enough for every thread below to arrive while the first is still probing
+        return (len(calls) == 1, "" if len(calls) == 1 else "a second probe ran")
+
+    monkeypatch.setattr(_fp8_probe, "_answer", None)
+    monkeypatch.setattr(_fp8_probe, "_probe", slow_probe)
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(_fp8_probe.interpreter_runs_fp8())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and answers == [(True, "")] * 4
+
+
 def test_fp8_inputs_have_scales_far_from_one():
     gen = torch.Generator().manual_seed(3)
     for _ in range(20):

@@ -7,7 +7,9 @@ shows); elsewhere it prints and plots. Measuring needs a GPU; elsewhere only pre
 """
 from __future__ import annotations
 
+from gpucourse import plots
 from gpucourse import roofline as R
+from gpucourse.progress import in_jupyter
 
 FIELDS = {"elementwise": ("n", "inputs"), "reduction": ("rows", "cols"), "gemv": ("M", "K"), "gemm": ("M", "N", "K")}
 DEFAULT = {"kind": "gemm", "dtype": "bfloat16", "M": 8192, "N": 128, "K": 8192}
@@ -95,23 +97,11 @@ def render(choice: dict, ceilings, measure=None, ax=None, show: bool = True):
     return op, secs, text, ax
 
 
-def widgets_available() -> bool:
-    """True when ipywidgets is installed and we run inside a Jupyter kernel (a frontend may render the controls)."""
-    try:
-        import ipywidgets  # noqa: F401
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
-
 def view(choice: dict, ceilings, measure=None) -> tuple:
     """``(text, png)``: :func:`describe`'s text and the roofline plot as PNG bytes, the figure closed (nothing is
     displayed: the widgets show these, and the notebook's saved output keeps the first view as its fallback)."""
     import matplotlib.pyplot as plt
 
-    from gpucourse import plots
 
     _, _, text, ax = render(choice, ceilings, measure, show=False)
     try:
@@ -137,7 +127,7 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
     import matplotlib.pyplot as plt
 
     choice = dict(DEFAULT if choice is None else choice)
-    interactive = widgets_available() if interactive is None else interactive
+    interactive = in_jupyter() if interactive is None else interactive
     if not interactive:
         render(choice, ceilings, measure)
         plt.show()
@@ -183,18 +173,8 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
     show(first_text, first_png)
     box = W.VBox([W.HBox([kind, dtype, do_measure]), W.HBox(list(sizes.values())), text, plot])
     box.add_class("gpucourse-roofline-explorer")
-    bundle = fallback_bundle(box, first_text, first_png)
+    bundle = plots.fallback_bundle(box, first_text, first_png, FALLBACK_NOTE)
     display(bundle, raw=True)
     return box
 
 
-def fallback_bundle(widget, text: str, png: bytes) -> dict:
-    """The display data for ``widget`` with a static fallback: the widget's view, plus ``text/plain`` (``text``
-    and a note) and ``image/png`` for a frontend that cannot show the widget."""
-    import base64
-
-    data = widget._repr_mimebundle_()
-    data = dict(data[0] if isinstance(data, tuple) else data)
-    data["text/plain"] = f"{text}\n{FALLBACK_NOTE}"
-    data["image/png"] = base64.b64encode(png).decode("ascii")
-    return data

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+from gpucourse import plots
+
 
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -108,7 +110,6 @@ def staircase_png(M: int, N: int, K: int, tile_m: int, tile_n: int, num_sms: int
     """:func:`staircase` as PNG bytes, its figure closed (nothing is displayed)."""
     import matplotlib.pyplot as plt
 
-    from gpucourse import plots
 
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     try:
@@ -190,17 +191,7 @@ def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, til
     c = list(controls.values())
     box = W.VBox([W.HBox(c[:3]), W.HBox(c[3:]), words, plot])
     box.add_class("gpucourse-wave-explorer")
-    display(fallback_bundle(box, text, first_png), raw=True)
+    display(plots.fallback_bundle(box, text, first_png, FALLBACK_NOTE), raw=True)
     return box
 
 
-def fallback_bundle(widget, text: str, png: bytes) -> dict:
-    """The display data for ``widget`` with a static fallback beside its view: ``text/plain`` (``text`` and a note
-    saying it is static) and ``image/png``, for a frontend that cannot show the widget."""
-    import base64
-
-    data = widget._repr_mimebundle_()
-    data = dict(data[0] if isinstance(data, tuple) else data)
-    data["text/plain"] = f"{text}\n{FALLBACK_NOTE}"
-    data["image/png"] = base64.b64encode(png).decode("ascii")
-    return data
