@@ -214,3 +214,16 @@ def test_check_draws_at_most_three_failed_cases_and_nothing_for_a_pass(monkeypat
     monkeypatch.setattr(drawing, "show", quiet.append)
     checker.check("vector_add", _vector_add(floor, block=big), quiet=True, plot=True)
     assert quiet == []  # quiet prints and draws nothing
+
+
+def test_writes_past_the_end_of_a_2d_output_are_drawn_as_rows_below_it():
+    codes = torch.zeros(4, 8, dtype=torch.int8)
+    codes[0, 0] = WRONG
+    where = compare.where_map((4, 8), codes, torch.tensor([0, 1, 9]))  # row 4: columns 0, 1; row 5: column 1
+    fig = drawing.draw(where, "matmul", "4x8")
+    image = fig.axes[0].get_images()[0].get_array()
+    assert image.shape[:2] == (6, 8)
+    purple = [int(drawing.COLOURS[PAST][i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    is_past = [[list(image[r, c, :3]) == pytest.approx(purple) for c in range(8)] for r in range(6)]
+    assert [(r, c) for r in range(6) for c in range(8) if is_past[r][c]] == [(4, 0), (4, 1), (5, 1)]
+    assert _legend(fig)[-1] == "written past the end: 3" and "below the line" in fig.axes[0].get_title()

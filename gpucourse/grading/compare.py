@@ -229,9 +229,10 @@ class WhereMap:
 
     ``codes``: int8, 1-D for a 1-D output, else 2-D: the last two dimensions of the output, of the slice ``slice``
     (the leading indices) for a 3-D or larger output. ``block``: elements per cell along each dimension of ``codes``
-    (all 1 unless the output is larger than MAX_SIDE**2 elements; a cell shows its largest code). ``past_end``:
-    offsets after the last element (0 is the first element past the end) that the code wrote into the output's guard
-    band, or None where the checker could not see that band (an output allocated another way, or the batch grader).
+    (all 1 unless a 1-D output has more than MAX_SIDE**2 elements or a drawn dimension more than MAX_SIDE; a cell
+    shows its largest code). ``past_end``: offsets after the last element (0 is the first element past the end) that
+    the code wrote into the output's guard band, or None when there were none or the memory after the output is not
+    a guard band the checker put there (an output allocated with torch.zeros, say: see guards.py).
     """
 
     codes: torch.Tensor
