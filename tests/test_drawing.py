@@ -195,7 +195,7 @@ def test_nothing_to_draw_gives_no_map_and_bad_input_is_refused():
 
 def test_check_draws_at_most_three_failed_cases_and_nothing_for_a_pass(monkeypatch, capsys):
     shown = []
-    monkeypatch.setattr(drawing, "show", shown.append)
+    monkeypatch.setattr(drawing, "show", shown.extend)
     big = 8192  # few programs even for the exercise's large case (the interpreter runs each in NumPy)
     assert checker.check("vector_add", _vector_add(cdiv, block=big), plot=True).passed
     assert shown == []
@@ -211,7 +211,7 @@ def test_check_draws_at_most_three_failed_cases_and_nothing_for_a_pass(monkeypat
     assert all(c.where.n_right == 0 for c in failed if c.name != "large")
     assert f"{drawing.MAX_FIGURES} of the {len(failed)} failed cases" in capsys.readouterr().out
     quiet = []
-    monkeypatch.setattr(drawing, "show", quiet.append)
+    monkeypatch.setattr(drawing, "show", quiet.extend)
     checker.check("vector_add", _vector_add(floor, block=big), quiet=True, plot=True)
     assert quiet == []  # quiet prints and draws nothing
 
@@ -227,3 +227,12 @@ def test_writes_past_the_end_of_a_2d_output_are_drawn_as_rows_below_it():
     is_past = [[list(image[r, c, :3]) == pytest.approx(purple) for c in range(8)] for r in range(6)]
     assert [(r, c) for r in range(6) for c in range(8) if is_past[r][c]] == [(4, 0), (4, 1), (5, 1)]
     assert _legend(fig)[-1] == "written past the end: 3" and "below the line" in fig.axes[0].get_title()
+
+
+def test_outside_a_notebook_show_says_how_to_draw_instead(capsys):
+    codes = torch.zeros(5, dtype=torch.int8)
+    codes[4] = NEVER
+    drawing.show([drawing.draw(compare.where_map((5,), codes))])
+    assert "show in a notebook" in capsys.readouterr().out
+    drawing.show([])
+    assert capsys.readouterr().out == ""

@@ -624,6 +624,5 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
             if len(mapped) > drawing.MAX_FIGURES:
                 print(f"(drawn below: {drawing.MAX_FIGURES} of the {len(mapped)} failed cases, those whose "
                       f"pictures show the most)")
-            for c in drawing.pick(mapped):
-                drawing.show(drawing.draw(c.where, ex.id, c.name))
+            drawing.show([drawing.draw(c.where, ex.id, c.name) for c in drawing.pick(mapped)])
     return result

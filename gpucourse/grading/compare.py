@@ -303,7 +303,7 @@ def where_map(shape, codes: torch.Tensor | None, past_end: torch.Tensor | None =
     if tuple(codes.shape) != shape:
         raise ValueError(f"where_map: codes of shape {tuple(codes.shape)} for an output of shape {shape}")
     codes = codes.detach().cpu().to(torch.int8)
-    counts = torch.bincount(codes.reshape(-1).to(torch.int64).clamp(RIGHT, NEVER), minlength=3).tolist()
+    n_wrong, n_never = int((codes == WRONG).sum()), int((codes == NEVER).sum())
     index = ()
     if len(shape) <= 1:
         grid = codes.reshape(-1)
@@ -319,6 +319,6 @@ def where_map(shape, codes: torch.Tensor | None, past_end: torch.Tensor | None =
         else:
             grid = codes
         block = (block_for(shape[-2], MAX_SIDE), block_for(shape[-1], MAX_SIDE))
-    return WhereMap(codes=pool(grid, block).clone(), shape=shape, block=block, n_right=counts[RIGHT],
-                    n_wrong=counts[WRONG], n_never=counts[NEVER], slice=tuple(int(i) for i in index),
+    return WhereMap(codes=pool(grid, block).clone(), shape=shape, block=block, n_right=numel - n_wrong - n_never,
+                    n_wrong=n_wrong, n_never=n_never, slice=tuple(int(i) for i in index),
                     past_end=past_end.detach().cpu().to(torch.int64) if has_past else None)

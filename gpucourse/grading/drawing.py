@@ -6,14 +6,15 @@ end of the output, into the guard band the checker put after it, are drawn past 
 The picture comes from the checker's own evidence, a :class:`compare.WhereMap` that ``check`` keeps on each failed
 case (``CaseResult.where``), not from a trace of the kernel.
 
-Why not triton-viz, which records every load and store of Triton's interpreter and draws them: it sees Triton
-kernels only, and only while they run in the CPU interpreter, one NumPy step per traced operation, so a traced
-check is several times slower than the plain interpreter and impossible on a GPU; its viewer is a web server, not a
-notebook figure; and it would be one more dependency for every learner. The checker's poison and canaries answer
-"where is the output wrong" for every kind of exercise (Triton, CUDA C++, torch) in both modes, on the GPU too, at
-the cost of one fill and one comparison per output: the check stays as fast as it was. What they cannot say is
-*which program* wrote an element; the lesson's ``who_writes`` picture (a kernel that stores its ``program_id``)
-answers that, on any device.
+Why the checker's canaries and not triton-viz (a package that records every load and store of Triton's
+interpreter and draws them): triton-viz sees Triton kernels only, and only while they run in the CPU interpreter,
+where it adds a record per traced access to the interpreter's own NumPy work; it cannot watch a kernel on a GPU or a
+CUDA C++ exercise at all; its viewer is a web server beside the notebook; and it would be one more dependency for
+every learner. The checker's poison and guard bands answer "where is the output wrong" for every kind of exercise
+(Triton, CUDA C++, torch), in CPU mode and on a GPU, at the cost the check already pays (one fill before the call,
+one comparison after); the map reuses the comparison's own masks (well under a tenth of compare_values' time). What
+they cannot say is *which program* wrote an element: the lesson's ``who_writes`` picture (a kernel that stores its
+``program_id``) answers that, on any device.
 
 matplotlib is imported only when something is drawn; figures are ``matplotlib.figure.Figure`` objects outside
 pyplot, so nothing accumulates in pyplot's figure list (notebooks and nbval stay light).
@@ -181,9 +182,9 @@ def pick(cases: list, k: int = MAX_FIGURES) -> list:
     return [cases[i] for i in sorted(chosen)]
 
 
-def show(fig) -> None:
-    """Show ``fig`` in a notebook, as a PNG (nothing is kept: the figure is garbage once shown); outside a notebook,
-    say how to save it instead."""
+def show(figs: list) -> None:
+    """Show ``figs`` in a notebook, as PNGs (nothing is kept: a figure is garbage once shown); outside a notebook,
+    say how to draw them instead."""
     import sys
 
     ip = sys.modules.get("IPython")
@@ -193,7 +194,8 @@ def show(fig) -> None:
 
         from .. import plots
 
-        display(Image(data=plots.figure_png(fig)))
-    else:
-        print("(the drawing of where the output is wrong shows in a notebook; elsewhere save it with "
+        for fig in figs:
+            display(Image(data=plots.figure_png(fig)))
+    elif figs:
+        print("(the drawings of where the output is wrong show in a notebook; elsewhere save one with "
               "gpucourse.grading.drawing.draw(result.cases[k].where).savefig('where.png'))")
