@@ -607,3 +607,15 @@ def test_the_batch_header_says_how_many_are_graded_at_once(tmp_path):
         header = proc.stderr.splitlines()[0]
         assert header.startswith(f"gpucourse grade: vector_add: 1 submission, {said}"), proc.stderr
         assert proc.stderr.count(" at a time (") == 1
+
+
+def test_the_staged_names_are_put_back_in_the_report():
+    """Workers see every submission as /submission/submission.py (or .ipynb); messages name the file as given."""
+    given = "course/submitted/alice/ps1/alice_ans.py"
+    assert grader.unstaged('File "/submission/submission.py", line 3; gpucourse.synchronize at submission.py:24',
+                           "/submission/submission.py", given) == \
+        f'File "{given}", line 3; gpucourse.synchronize at alice_ans.py:24'
+    assert grader.unstaged("my_submission.py and submission.pyc stay", "/submission/submission.py", given) == \
+        "my_submission.py and submission.pyc stay"
+    assert grader.unstaged('File "/tmp/submission_notebook.py", line 9', "/submission/submission.ipynb",
+                           "bob/hw.ipynb") == 'File "/tmp/hw_notebook.py", line 9'

@@ -417,6 +417,9 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
                     check["detail"] = (check["detail"] + "\nstderr (end):\n" + tail).strip()
                 if not result.checks:
                     result.checks.append({"name": "load", "passed": False, "detail": "stderr (end):\n" + tail})
+    result.message = unstaged(result.message, seen_as, path)
+    for check in result.checks:
+        check["detail"] = unstaged(check["detail"], seen_as, path)
     result.seconds = round(time.monotonic() - t0, 3)
     if not result.timing:
         result.timing = ("not timed (CPU mode)" if not on_gpu else "not timed (no speed target)"
@@ -438,6 +441,17 @@ def stage_submission(path: str, folder: str) -> str:
     shutil.copyfile(path, dest)  # raises for a folder, a FIFO (shutil.SpecialFileError is an OSError) or no file
     os.chmod(dest, 0o444)
     return dest
+
+
+def unstaged(text: str, seen_as: str, path: str) -> str:
+    """``text`` (a message or a check's detail) with the staged copy's names put back to the submission's: its path
+    as the worker saw it becomes ``path`` as given, and the fixed names (``submission.py:24`` from a judge, a
+    notebook's ``submission_notebook.py``) the given file's, so the report reads as before staging."""
+    staged, given = os.path.basename(seen_as), os.path.basename(path)
+    text = text.replace(seen_as, path)
+    text = re.sub(rf"(?<![\w.-]){re.escape(STAGED_NAME)}_notebook\.py\b",
+                  os.path.splitext(given)[0] + "_notebook.py", text)
+    return re.sub(rf"(?<![\w.-]){re.escape(staged)}\b", given, text)
 
 
 def _read_status(fd: int | None) -> dict:
