@@ -631,3 +631,53 @@ def test_inside_launches_skipped_a_host_layout_launch_never_reaches_the_runtime(
         lib.run(None, 10, None)
     lib.run(None, 10, None)
     assert launched.value == 3
+
+
+_GPU_BUILDS = r"""
+import json, sys, torch
+from gpucourse import cuda_build
+from gpucourse.grading import launches
+from gpucourse.solutions import load_solutions
+
+ns = load_solutions("04_cuda_reduction")
+cuda_build.prepare_shared()
+out = {}
+xs = [torch.rand(n, device="cuda") - 0.25 for n in (1, 1025, 300_001)]
+for prefix, functions in (("BLOCK_SUM", ["block_sum_cuda"]), ("SUM_MANY", ["sum_many_cuda"])):
+    cpp = ns[prefix + "_CPP"]
+    r = out[prefix] = {"folder": cuda_build.prepare_binding(cpp, functions)}
+    mod = cuda_build.build(prefix.lower() + "_bound", ns[prefix + "_KERNELS"], ns[prefix + "_BINDING"], cpp, functions)
+    r["layout"] = mod.build_layout
+    fn = getattr(mod, functions[0])
+    got = torch.stack([fn(x) for x in xs]) if prefix == "BLOCK_SUM" else fn(xs)
+    want = torch.stack([x.double().sum() for x in xs]).float()
+    r["right"] = bool(torch.allclose(got, want, rtol=1e-5, atol=1e-4))
+    with launches.counting_cuda() as ran:
+        fn(xs[-1]) if prefix == "BLOCK_SUM" else fn(xs)
+        torch.cuda.synchronize()
+    r["kernels"] = sum(ran.values())
+    with cuda_build.launches_skipped() as complete, launches.counting_cuda() as skipped:
+        fn(xs[-1]) if prefix == "BLOCK_SUM" else fn(xs)
+        torch.cuda.synchronize()
+    r["complete"], r["kernels_skipped"] = complete, sum(skipped.values())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_lesson_04_s_builds_link_the_binding_object_right_and_their_launches_can_be_skipped(tmp_path):
+    """The solution workbook's block_sum (host layout) and sum_many (split) built as the grader's workers build them,
+    with prepare_binding's object, in a fresh process and cache: right answers; block_sum's launches can be skipped
+    (launches_skipped: no kernel runs), sum_many's cannot (split: no switch) and the context says so."""
+    env = dict(os.environ, GPUCOURSE_CACHE=str(tmp_path))
+    env.pop(cuda_build.BINDING_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", _GPU_BUILDS], env=env, capture_output=True, text=True, timeout=900,
+                          cwd=os.path.dirname(HERE))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    bs, sm = r["BLOCK_SUM"], r["SUM_MANY"]
+    assert bs["folder"] and sm["folder"] and bs["folder"] != sm["folder"]
+    assert bs["layout"].startswith("host+binding") and sm["layout"].startswith("split+binding"), r
+    assert bs["right"] and sm["right"], r
+    assert bs["kernels"] == 2 and bs["complete"] is True and bs["kernels_skipped"] == 0, bs
+    assert sm["kernels"] == 1 and sm["complete"] is False and sm["kernels_skipped"] == 1, sm
