@@ -37,8 +37,8 @@ and nvcc parses a ``.cu`` file twice, once for the host and once for the device.
   precompiled header does not remove (gcc instantiates that header's templates at the end of every file that
   includes it). :func:`prepare_binding` compiles it once per exercise into a read-only folder; a build whose
   declarations match links it and compiles only the binding (host.cpp, with a precompiled torch/types.h) or, split,
-  only the .cu file. Only where the grader prepared one; any failure builds main.cpp as before (see the last
-  section; ``benchmarks/results/cpu-explore-cuda-binding.json`` has the seconds).
+  only the .cu file. Only where the grader prepared one; any failure builds main.cpp as before (see "The binding
+  object" below; ``benchmarks/results/cpu-explore-cuda-binding.json`` has the seconds).
 
 On the H100, one block_sum build took main.cpp 11 s and the .cu file 20 s in the ``split`` layout
 (``benchmarks/results/h100-explore-cuda-build-flags.json``).
