@@ -192,6 +192,9 @@ class Exercise:
     allowed_ops: tuple = ()
     max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
     gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
+    # Kind "cuda": (cpp, functions) as the workbook's build() declares them. The batch grader compiles that pybind11
+    # module once (cuda_build.prepare_binding) and a submission declaring the same links it instead of compiling it.
+    cuda_binding: tuple = ()
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
     perf: Perf | None = None
     judge: Callable | None = None  # judge(fn, params, seed) -> list of problems; see the class docstring

@@ -924,6 +924,8 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     jobs = max(1, int(jobs))
     if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
         cuda_build.prepare_shared()
+        if ex.cuda_binding:  # the exercise's pybind11 module, compiled once; submissions declaring the same link it
+            cuda_build.prepare_binding(*ex.cuda_binding)
     slots: queue.Queue = queue.Queue()
     for gpu in _gpu_slots(jobs):
         slots.put(gpu)

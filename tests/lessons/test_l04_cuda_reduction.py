@@ -234,6 +234,18 @@ def test_reference_solutions_compile():
         assert r.status == "needs gpu" and kernel in r.message, r.report()
 
 
+def test_each_exercises_binding_is_what_the_workbook_declares():
+    """The grader compiles ``cuda_binding`` once and links it into submissions that declare the same (cuda_build's
+    binding object): it must be the workbook's own declarations and function names, or no submission would use it."""
+    from gpucourse.grading.exercise import get
+    from gpucourse.solutions import load_solutions
+
+    ns = load_solutions("04_cuda_reduction")
+    for name, cpp in (("block_sum", "BLOCK_SUM_CPP"), ("sum_many", "SUM_MANY_CPP")):
+        decl, functions = get(name).cuda_binding
+        assert decl == ns[cpp] and functions == (f"{name}_cuda",), name
+
+
 def test_cuda04_benchmarks_are_registered_gpu_only():
     from gpucourse import benchmarks
 

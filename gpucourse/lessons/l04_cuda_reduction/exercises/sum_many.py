@@ -46,6 +46,7 @@ EXERCISE = Exercise(
     signature="sum_many(tensors: list[Tensor]) -> Tensor",
     statement=STATEMENT,
     kind="cuda",
+    cuda_binding=("torch::Tensor sum_many_cuda(std::vector<torch::Tensor> tensors);", ("sum_many_cuda",)),  # the workbook's SUM_MANY_CPP and functions
     make_inputs=make_inputs,
     reference=reference,
     cases=(
