@@ -773,6 +773,21 @@ def _pch_valid(folder: str, recipe: dict, header: str = PCH_HEADER) -> bool:
         return False
 
 
+def _compile_in(tmp: str, cmd: list, what: str, verbose: bool) -> bool:
+    """Run one compile of a shared artefact being built in the private folder ``tmp``; on failure ``tmp`` is removed
+    (and, verbose, the compiler's last words printed) and False returned."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if verbose:
+        print(f"{what} in {time.perf_counter() - t0:.1f} s: {shlex.join(cmd)}")
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if verbose:
+            print(proc.stderr[-3000:])
+        return False
+    return True
+
+
 def _build_pch(recipe: dict, header: str, verbose: bool = False) -> str | None:
     """The folder (named after ``recipe``, whose ``header`` is the text) holding ``header`` and its .gch, compiled
     with the recipe's compiler and flags unless a valid one is there; None when the compiler fails."""
@@ -784,15 +799,8 @@ def _build_pch(recipe: dict, header: str, verbose: bool = False) -> str | None:
     path = os.path.join(tmp, header)
     with open(path, "w") as f:
         f.write(recipe["header"])
-    cmd = [*recipe["cxx"], "-x", "c++-header", path, "-o", path + ".gch", *recipe["flags"]]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if verbose:
-        print(f"precompiled {header} in {time.perf_counter() - t0:.1f} s: {shlex.join(cmd)}")
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if verbose:
-            print(proc.stderr[-3000:])
+    if not _compile_in(tmp, [*recipe["cxx"], "-x", "c++-header", path, "-o", path + ".gch", *recipe["flags"]],
+                       f"precompiled {header}", verbose):
         return None
     with open(os.path.join(tmp, "recipe.json"), "w") as f:
         json.dump(recipe, f, sort_keys=True)
@@ -970,15 +978,8 @@ def prepare_binding(cpp: str, functions, verbose: bool = False) -> str | None:
         with open(src, "w") as f:
             f.write(module_source(cpp, functions, f"{BINDING_MODULE}_{key}"))
         pch = shared_header()
-        cmd = [*recipe["cxx"], "-c", src, "-o", obj, *recipe["flags"], *(["-include", pch] if pch else [])]
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if verbose:
-            print(f"compiled the binding object in {time.perf_counter() - t0:.1f} s: {shlex.join(cmd)}")
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if verbose:
-                print(proc.stderr[-3000:])
+        if not _compile_in(tmp, [*recipe["cxx"], "-c", src, "-o", obj, *recipe["flags"],
+                                 *(["-include", pch] if pch else [])], "compiled the binding object", verbose):
             return None
         with open(os.path.join(tmp, "binding.json"), "w") as f:
             json.dump({"key": key, "cpp": cpp, "functions": functions, "recipe": recipe,
