@@ -141,3 +141,23 @@ def fallback_bundle(widget, text: str, png: bytes, note: str) -> dict:
     data["text/plain"] = f"{text}\n{note}"
     data["image/png"] = base64.b64encode(png).decode("ascii")
     return data
+
+
+def text_and_image_view():
+    """``(words, image, show)``: an HTML widget for a text and an Image widget for a plot, and ``show(text, png)``
+    that replaces both values (``png`` None hides the image). An explorer redraws by replacing values, never by
+    clearing an Output widget (which left blank plots in a live notebook)."""
+    import html
+
+    import ipywidgets as W
+
+    words = W.HTML()
+    image = W.Image(format="png", layout=W.Layout(align_self="flex-start", max_width="100%"))  # its own size
+
+    def show(text: str, png: bytes | None) -> None:
+        words.value = f"<pre style='margin: 0; white-space: pre-wrap'>{html.escape(text)}</pre>"
+        if png is not None:
+            image.value = png
+        image.layout.display = "" if png is not None else "none"
+
+    return words, image, show

@@ -132,7 +132,6 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
         render(choice, ceilings, measure)
         plt.show()
         return None
-    import html
 
     import ipywidgets as W
     from IPython.display import display
@@ -144,18 +143,11 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
              for f in ("n", "rows", "cols", "M", "N", "K")}
     sizes["inputs"] = W.Dropdown(options=[1, 2], value=int(choice.get("inputs", 1)), description="inputs")
     do_measure = W.Checkbox(value=False, description="measure on this GPU", disabled=measure is None)
-    text = W.HTML()
-    plot = W.Image(format="png", layout=W.Layout(align_self="flex-start", max_width="100%"))  # its own size
+    text, plot, show = plots.text_and_image_view()
     plot.add_class("gpucourse-roofline-plot")
 
     def current() -> dict:
         return {"kind": kind.value, "dtype": dtype.value, **{f: w.value for f, w in sizes.items()}}
-
-    def show(words: str, png: bytes | None) -> None:
-        text.value = f"<pre style='margin: 0; white-space: pre-wrap'>{html.escape(words)}</pre>"
-        if png is not None:
-            plot.value = png
-        plot.layout.display = "" if png is not None else "none"
 
     def update(*_):
         for f, w in sizes.items():

@@ -154,7 +154,6 @@ def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, til
         staircase(ax, **args)
         plt.show()
         return None
-    import html
 
     from IPython.display import display
 
@@ -168,14 +167,7 @@ def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, til
                 "tile_n": W.Dropdown(options=TILES, value=tile_n, description="tile_n"),
                 "num_sms": W.Dropdown(options=sms, value=num_sms, description="SMs"),
                 "tile_tflops": W.FloatText(tile_tflops, description="TFLOP/s/SM")}
-    words = W.HTML()
-    plot = W.Image(format="png", layout=W.Layout(align_self="flex-start", max_width="100%"))
-
-    def show(t: str, png: bytes | None) -> None:
-        words.value = f"<pre style='margin: 0; white-space: pre-wrap'>{html.escape(t)}</pre>"
-        if png is not None:
-            plot.value = png
-        plot.layout.display = "" if png is not None else "none"
+    words, plot, show = plots.text_and_image_view()
 
     def update(*_):
         now = {k: w.value for k, w in controls.items()}
