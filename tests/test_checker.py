@@ -416,3 +416,30 @@ def test_methods_set_on_objects_the_course_holds_are_put_back():
     q.put = lambda *a, **k: None
     changed = snap.restore()
     assert "put" not in vars(q) and any("gpucourse.asyncqueue._queue.put" in c for c in changed), changed
+
+
+def test_a_judge_whose_deadline_passes_gives_the_timeout_verdict(monkeypatch, capsys):
+    """A judge raising JudgeTimeout (ring_all_reduce's ranks waiting on each other) makes check's status "timeout",
+    its report says the function did not return in time and keeps the judge's message; the cases after it do not
+    run. (The batch grader's side: tests/submissions/ring_all_reduce/wrong_recv_before_send.py.)"""
+    import dataclasses
+
+    from gpucourse.grading import exercise as exmod
+
+    calls = []
+
+    def judge(fn, params, seed):
+        calls.append(params["n"])
+        if params["n"] == 2:
+            raise exmod.JudgeTimeout("timed out after 10 s: a deadlock?")
+        return []
+
+    base = exmod.get("vector_add")
+    fake = dataclasses.replace(base, id="fake_judged", judge=judge, make_inputs=None, reference=None,
+                               cases=tuple(exmod.Case(f"n={n}", {"n": n}) for n in (1, 2, 3)), perf=None)
+    monkeypatch.setattr(checker, "_get_exercise", lambda exercise_id: fake)
+    r = checker.check("fake_judged", lambda: None)
+    out = capsys.readouterr().out
+    assert r.status == "timeout" and not r.passed and calls == [1, 2]
+    assert [c.passed for c in r.cases] == [True, False]
+    assert "fake_judged: your function did not return in time" in out and "a deadlock?" in out

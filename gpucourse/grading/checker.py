@@ -21,7 +21,7 @@ import warnings
 import torch
 
 from .. import device as _device
-from .exercise import drawn, has_draws, resolve
+from .exercise import JudgeTimeout, drawn, has_draws, resolve
 from .exercise import get as _get_exercise
 from . import compare, guards, launches
 
@@ -55,8 +55,9 @@ class CaseResult:
 
 @dataclasses.dataclass
 class CheckResult:
-    """What ``check`` found. ``status``: passed, failed, not implemented, error (the learner's code raised), or
-    needs gpu (a CUDA exercise in CPU mode: its kernels were compiled, not run)."""
+    """What ``check`` found. ``status``: passed, failed, not implemented, error (the learner's code raised), timeout (a
+    judge's deadline passed: :class:`exercise.JudgeTimeout`), or needs gpu (a CUDA exercise in CPU mode: its kernels
+    were compiled, not run)."""
 
     exercise: str
     status: str
@@ -74,6 +75,7 @@ class CheckResult:
                 "failed": f"{self.exercise}: {n_ok} of {len(self.cases)} cases passed",
                 "not implemented": f"{self.exercise}: not implemented yet",
                 "error": f"{self.exercise}: your function raised an exception",
+                "timeout": f"{self.exercise}: your function did not return in time",
                 "needs gpu": f"{self.exercise}: compile-checked only; running it needs a CUDA GPU"}[self.status]
         lines = [head] + [c.line() for c in self.cases]
         if self.message:
@@ -570,6 +572,10 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
         if ex.judge is not None:  # the spec judges the function itself (see Exercise.judge)
             try:
                 problems = judge_case(ex.judge, fn, case.params, case_seed(seed, index))
+            except JudgeTimeout as exc:
+                results.append(CaseResult(name=case.name, passed=False, problems=[str(exc)]))
+                status = "timeout"
+                break
             except Exception as exc:
                 status, message = _raised(ex, case, exc)
                 break

@@ -21,7 +21,8 @@ statuses:
            written, out-of-bounds writes, nondeterministic, modified inputs (score = fraction of cases passed)
   error    could not be loaded or compiled, or raised, or (judged) changed what the judge relies on while it was
            deciding (score 0)
-  timeout  over --timeout seconds, process start and imports included (score 0)
+  timeout  over --timeout seconds, process start and imports included, or (judged) the judge's own deadline passed
+           with the call still running, e.g. distributed ranks deadlocked (score 0)
   crashed  the process died: segfault, abort, os._exit, a CUDA fault (score 0)
 judged exercises (a timer, a loop that must not synchronize, answers judged against fresh numbers) are judged
 inside the submission's isolated worker process, and their problems are reported per case like any other exercise.

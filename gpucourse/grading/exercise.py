@@ -151,6 +151,12 @@ class Perf:
     flops: Callable | None = None
 
 
+class JudgeTimeout(Exception):
+    """Raised by an exercise's judge whose own deadline passed while the learner's code had not returned (e.g. ranks
+    of a distributed exercise waiting for each other forever). The case's verdict is then "timeout", as when the
+    grader's ``--timeout`` stops a submission, with the judge's message saying what probably hung."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Exercise:
     """One exercise. ``make_inputs(params, generator) -> tuple`` builds CPU arguments (tensors may be strided views;
@@ -197,7 +203,7 @@ class Exercise:
     cuda_binding: tuple = ()
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
     perf: Perf | None = None
-    judge: Callable | None = None  # judge(fn, params, seed) -> list of problems; see the class docstring
+    judge: Callable | None = None  # judge(fn, params, seed) -> list of problems (or raises JudgeTimeout); see above
     # max_extra_bytes(*args) -> bytes the call may allocate beyond its inputs: on a GPU its peak (measured with
     # torch.cuda.max_memory_allocated; the lower of the case's two calls, so an autotuner's first-call buffers pass),
     # in CPU mode the sum of what torch.empty/empty_like/new_empty handed out during the call.

@@ -687,6 +687,10 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                 raise protocol.Malformed("problems are not a list of strings")
             result.checks.append({"name": case.name, "passed": not problems,
                                   "detail": "ok" if not problems else "\n".join(p[:2000] for p in problems[:50])})
+            if msg.get("timed_out") is True and problems:  # the judge's deadline passed: the call hung
+                result.status, result.score = "timeout", 0.0
+                result.message = f"{case.name}: {problems[0][:500]}"
+                return
             continue
         case = checker.drawn_case(case, seed, index)  # sizes drawn here: the worker sees only the tensors
         args, expected = checker.make_case(ex, case, seed, index)

@@ -228,7 +228,7 @@ def main(argv=None) -> int:
     import gpucourse  # noqa: F401  (selects the mode and sets TRITON_INTERPRET before triton loads)
     import torch
 
-    from .exercise import get
+    from .exercise import JudgeTimeout, get
     from . import checker, launches, protocol
 
     send, recv, plain = protocol.send, protocol.recv, _plain
@@ -320,13 +320,16 @@ def main(argv=None) -> int:
             flush()
             reply("result", index=msg["index"], **fields)
         elif msg.get("type") == "judge" and judge is not None:
-            patched, threads = [], []
+            patched, threads, timed_out = [], [], False
             try:
                 if import_time:  # what the submission changed while it was loaded
                     import_time = False
                     patched += pristine.restore()
                     threads += pristine.new_threads()
-                problems = judge_case(judge, sealed(fn, patched, threads), msg["params"], msg["seed"])
+                try:
+                    problems = judge_case(judge, sealed(fn, patched, threads), msg["params"], msg["seed"])
+                except JudgeTimeout as exc:  # the judge's own deadline: the grader's verdict is "timeout"
+                    problems, timed_out = [str(exc)], True
                 # The judge has undone its own changes (detect() unwraps what it wrapped), and the learner's calls
                 # were undone as they returned: a change now was made while the judge decided. No verdict, then.
                 during = pristine.restore()
@@ -342,7 +345,8 @@ def main(argv=None) -> int:
             flush()
             problems = [p[:2000] if isinstance(p, str) else p for p in problems[:50]] \
                 if isinstance(problems, list) else problems  # what the grader shows; the channel caps a message
-            reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10])
+            reply("judged", index=msg["index"], problems=problems, patched=patched[:50], threads=threads[:10],
+                  timed_out=timed_out)
         elif msg.get("type") == "perf_draw":  # no GPU lock held: CPU work only
             try:
                 drawn = draw_perf(ex)

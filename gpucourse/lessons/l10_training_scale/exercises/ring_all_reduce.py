@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, Exercise, JudgeTimeout
 from gpucourse.grading.traps import trapped
 
 from .. import ring
@@ -202,11 +202,12 @@ def judge(fn, params: dict, seed: int) -> list:
     expected = [sum(inputs[r][i].double() for r in range(world)) for i in range(len(params["shapes"]))]
     with trapped(ring.ring_all_reduce):
         got = run_ranks(fn, world, inputs)
-    if got["status"] == "timeout":
-        return [f"timed out after {DEADLINE_S:.0f} s with {world} ranks (ranks {got['waiting']} never returned): a "
-                f"deadlock? The send/recv order may deadlock: if every rank first waits in a blocking recv (or in a "
-                f"send that its neighbour is not receiving yet), each waits for the other forever. Post the send "
-                f"with dist.isend before the recv (and wait for it after), or order them by rank parity"]
+    if got["status"] == "timeout":  # the verdict is "timeout", with this message
+        raise JudgeTimeout(f"timed out after {DEADLINE_S:.0f} s with {world} ranks (ranks {got['waiting']} never "
+                           f"returned): a deadlock? The send/recv order may deadlock: if every rank first waits in a "
+                           f"blocking recv (or in a send that its neighbour is not receiving yet), each waits for the "
+                           f"other forever. Post the send with dist.isend before the recv (and wait for it after), or "
+                           f"order them by rank parity")
     if got["status"] == "died":
         return [f"rank {got['rank']} of {world} died (exit code {got['exitcode']}) inside your function: "
                 f"{got['log'] or 'no message'}. Gloo aborts a process whose receive does not match the message "
