@@ -1,5 +1,8 @@
-"""Matplotlib helpers shared by the lessons: throughput or time against size."""
+"""Matplotlib helpers shared by the lessons (throughput or time against size, labels, PNGs), and what a notebook's
+widgets need: whether this is a notebook at all, and a widget view with a static fallback."""
 from __future__ import annotations
+
+import sys
 
 _YLABEL = {"ms": "time (ms, median)", "gbps": "throughput (GB/s)", "tflops": "throughput (TFLOP/s)"}
 
@@ -161,3 +164,21 @@ def text_and_image_view():
         image.layout.display = "" if png is not None else "none"
 
     return words, image, show
+
+
+def in_notebook(widgets: bool = False) -> bool:
+    """True inside a Jupyter (IPython) kernel, where a frontend shows what is displayed; with ``widgets``, only if
+    ipywidgets can be imported too. IPython is not imported here: a script that never loaded it is not a notebook."""
+    ip = sys.modules.get("IPython")
+    try:
+        shell = ip.get_ipython() if ip is not None else None
+    except Exception:
+        return False
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False
+    if widgets:
+        try:
+            import ipywidgets  # noqa: F401
+        except ImportError:
+            return False
+    return True

@@ -19,21 +19,12 @@ import os
 import sys
 import time
 
+from .plots import in_notebook
+
 QUIET_S = 2.0  # a loop that finishes within this shows nothing
 EVERY_S = 5.0  # without a total, a line at most this often
 STEPS = 10  # with a total, a line each time another 1/STEPS of it is done
 MODES = ("widget", "lines", "off")
-
-
-def in_jupyter() -> bool:
-    """True inside a Jupyter (IPython) kernel with ipywidgets installed: a frontend may render widgets."""
-    try:
-        import ipywidgets  # noqa: F401
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 def _under_pytest() -> bool:
@@ -50,7 +41,7 @@ def mode() -> str:
         if given not in MODES:
             raise ValueError(f"GPUCOURSE_PROGRESS must be one of {MODES}, not {given!r}")
         return given
-    return "widget" if in_jupyter() and not _under_pytest() else "lines"
+    return "widget" if in_notebook(widgets=True) and not _under_pytest() else "lines"
 
 
 def _fmt_s(s: float) -> str:

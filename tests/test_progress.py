@@ -85,17 +85,17 @@ def test_mode_reads_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="GPUCOURSE_PROGRESS must be one of"):
         P.mode()
     monkeypatch.delenv("GPUCOURSE_PROGRESS")
-    monkeypatch.setattr(P, "in_jupyter", lambda: True)
+    monkeypatch.setattr(P, "in_notebook", lambda widgets=False: True)
     assert P.mode() == "lines", "under pytest (nbval) nothing renders a widget: lines"
     monkeypatch.delenv("PYTEST_VERSION", raising=False)
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     assert P.mode() == "widget"
-    monkeypatch.setattr(P, "in_jupyter", lambda: False)
+    monkeypatch.setattr(P, "in_notebook", lambda widgets=False: False)
     assert P.mode() == "lines"
 
 
-def test_in_jupyter_is_false_outside_a_kernel():
-    assert P.in_jupyter() is False  # plain pytest: IPython has no kernel here
+def test_in_notebook_is_false_outside_a_kernel():
+    assert P.in_notebook() is False and P.in_notebook(widgets=True) is False  # plain pytest: no kernel here
 
 
 class FakeHandle:

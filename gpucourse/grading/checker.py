@@ -21,6 +21,7 @@ import warnings
 import torch
 
 from .. import device as _device
+from .. import plots
 from .exercise import JudgeTimeout, drawn, has_draws, resolve
 from .exercise import get as _get_exercise
 from . import compare, guards, launches
@@ -525,14 +526,6 @@ def measure_perf(ex, fn, prepared: dict | None = None) -> dict | None:
 # The notebook entry point.
 
 
-def _in_notebook() -> bool:
-    ip = sys.modules.get("IPython")
-    try:
-        return bool(ip and ip.get_ipython() is not None and "IPKernelApp" in ip.get_ipython().config)
-    except Exception:
-        return False
-
-
 def _raised(ex, case, exc) -> tuple:
     """(status, message) when the learner's code raised on ``case``."""
     if is_not_implemented(exc):
@@ -623,7 +616,7 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
             result.perf = "speed: measured on a GPU only (CPU mode checks correctness)."
     if not quiet:
         print(result.report())
-        if plot is not False and (plot or _in_notebook()):
+        if plot is not False and (plot or plots.in_notebook()):
             from . import drawing
 
             mapped = [c for c in results if not c.passed and c.where is not None]

@@ -185,14 +185,10 @@ def pick(cases: list, k: int = MAX_FIGURES) -> list:
 def show(figs: list) -> None:
     """Show ``figs`` in a notebook, as PNGs (nothing is kept: a figure is garbage once shown); outside a notebook,
     say how to draw them instead."""
-    import sys
+    from .. import plots
 
-    ip = sys.modules.get("IPython")
-    shell = ip.get_ipython() if ip is not None else None
-    if shell is not None and "IPKernelApp" in shell.config:
+    if plots.in_notebook():
         from IPython.display import Image, display
-
-        from .. import plots
 
         for fig in figs:
             display(Image(data=plots.figure_png(fig)))

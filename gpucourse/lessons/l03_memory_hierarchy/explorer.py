@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from gpucourse import plots
 from gpucourse import roofline as R
-from gpucourse.progress import in_jupyter
 
 FIELDS = {"elementwise": ("n", "inputs"), "reduction": ("rows", "cols"), "gemv": ("M", "K"), "gemm": ("M", "N", "K")}
 DEFAULT = {"kind": "gemm", "dtype": "bfloat16", "M": 8192, "N": 128, "K": 8192}
@@ -127,7 +126,7 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
     import matplotlib.pyplot as plt
 
     choice = dict(DEFAULT if choice is None else choice)
-    interactive = in_jupyter() if interactive is None else interactive
+    interactive = plots.in_notebook(widgets=True) if interactive is None else interactive
     if not interactive:
         render(choice, ceilings, measure)
         plt.show()

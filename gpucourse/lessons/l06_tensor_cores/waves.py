@@ -128,7 +128,7 @@ def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, til
              num_sms: int = 132, tile_tflops: float = 5.0, interactive: bool | None = None):
     """:func:`explain` for a GEMM shape with the N sweep's staircase for the chosen tile, shown once.
 
-    In a Jupyter kernel with ipywidgets (``interactive=None`` asks :func:`gpucourse.progress.in_jupyter`) it displays
+    In a Jupyter kernel with ipywidgets (``interactive=None`` asks :func:`gpucourse.plots.in_notebook`) it displays
     controls above the view: the text in an HTML widget and the plot in an Image widget whose values each change
     replaces (nothing is printed or plotted outside the widget, so the view is never drawn twice). The output the
     notebook saves carries the first view as ``text/plain`` and ``image/png`` beside the widget's view, which a
@@ -137,11 +137,10 @@ def explorer(M: int = 8192, N: int = 2048, K: int = 8192, tile_m: int = 128, til
     plot and returns None."""
     import matplotlib.pyplot as plt
 
-    from gpucourse.progress import in_jupyter
 
     args = dict(M=M, N=N, K=K, tile_m=tile_m, tile_n=tile_n, num_sms=num_sms, tile_tflops=tile_tflops)
     text = explain(**args)  # checks the arguments before any widget is built
-    interactive = in_jupyter() if interactive is None else interactive
+    interactive = plots.in_notebook(widgets=True) if interactive is None else interactive
     if interactive:
         try:
             import ipywidgets as W
