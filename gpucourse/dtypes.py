@@ -112,3 +112,10 @@ def for_device(want="bfloat16", props=None, say: bool = True) -> Choice:
     if say and c.note:
         print(c.note)
     return c
+
+
+def tensor_core_16bit(props=None, say: bool = True) -> Choice:
+    """The 16-bit type of a lesson's tensor-core work (matmuls, autocast): bfloat16, or float16 on a GPU without bf16
+    tensor cores (a T4, sm_75), printing the sentence that says so. Each lesson names it for its own cells
+    (``matmul_dtype``, ``low_dtype``); this is the one definition."""
+    return for_device("bfloat16", props, say=say)

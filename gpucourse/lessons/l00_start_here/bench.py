@@ -31,10 +31,8 @@ def _agreement(fn, label: str, rep_ms: float = 100, **decl) -> dict:
             "pct_of_peak_flops": best.pct_of_peak_flops, "warnings": best.warnings}
 
 
-def matmul_dtype(props=None, say: bool = True) -> dtypes.Choice:
-    """The dtype of the foundation matmul: bfloat16, or float16 on a GPU without bf16 tensor cores (a T4, sm_75), with
-    the sentence that says so (``dtypes.for_device``). Result keys and target names carry it (``matmul_bf16``)."""
-    return dtypes.for_device("bfloat16", props, say=say)
+# bf16, or fp16 on a T4 (saying so): the foundation matmul; result keys and target names carry it (matmul_bf16)
+matmul_dtype = dtypes.tensor_core_16bit
 
 
 @register("timing_agreement")

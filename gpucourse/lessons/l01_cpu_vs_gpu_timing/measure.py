@@ -84,10 +84,7 @@ MISTAKE_DIRECTION = {"no synchronize": "low", "first call timed": "high", "input
                      "clocks not steady (idle GPU, no settle)": "either"}
 
 
-def matmul_dtype(props=None, say: bool = True) -> "dtypes.Choice":
-    """The 16-bit dtype of this lesson's tensor-core matmuls: bfloat16, or float16 on a GPU without bf16 tensor cores
-    (a T4, sm_75), printing the sentence that says so (``gpucourse.dtypes.for_device``)."""
-    return dtypes.for_device("bfloat16", props, say=say)
+matmul_dtype = dtypes.tensor_core_16bit  # bf16, or fp16 on a T4 (saying so): this lesson's tensor-core matmuls
 
 
 def timing_pairs(idle_s: float = 3.0) -> list:

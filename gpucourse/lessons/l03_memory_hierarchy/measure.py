@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from gpucourse import device
+from gpucourse import device, dtypes
 from gpucourse.progress import progress
 from gpucourse.timing import bench, copy_gbps, graph_repeat, interleaved, settle
 
@@ -238,13 +238,8 @@ def onchip(bench_kw=None) -> dict:
 # Roofline points.
 
 
-def matmul_dtype(props=None, say: bool = True):
-    """The 16-bit dtype of the lesson's GEMMs and of the tensor-core ceiling they are measured against: bfloat16, or
-    float16 on a GPU without bf16 tensor cores (a T4, sm_75), with the sentence that says so
-    (``gpucourse.dtypes.for_device``; ``say``: print it)."""
-    from gpucourse import dtypes
-
-    return dtypes.for_device("bfloat16", props, say=say)
+# bf16, or fp16 on a T4 (saying so): the GEMMs and the tensor-core ceiling they are measured against
+matmul_dtype = dtypes.tensor_core_16bit
 
 
 def default_ops(scale: str = "gpu", sin_slots: float | None = None, props=None) -> list:

@@ -84,10 +84,7 @@ def softmax_bench() -> dict:
             ]}
 
 
-def matmul_dtype(props=None, say: bool = True) -> dtypes.Choice:
-    """The dtype of the matmul benchmarks: bfloat16, or float16 on a GPU without bf16 tensor cores (a T4, sm_75,
-    which has fp16 tensor cores only), printing the sentence that says so (``dtypes.for_device``)."""
-    return dtypes.for_device("bfloat16", props, say=say)
+matmul_dtype = dtypes.tensor_core_16bit  # bf16, or fp16 on a T4 (saying so): the matmul benchmarks
 
 
 @register("triton05_matmul")

@@ -73,10 +73,7 @@ def dtype_ladder(n: int = 8192, rounds: int = 3, rep_ms: float = 200) -> dict:
             "peak": {k: peak(v) for k, v in peaks.items()}, "skipped": skipped}
 
 
-def low_dtype(props=None, say: bool = True) -> dtypes.Choice:
-    """The 16-bit dtype of the alignment and wave sweeps: bfloat16, or float16 on a GPU without bf16 tensor cores (a
-    T4, sm_75), printing the sentence that says so (``dtypes.for_device``)."""
-    return dtypes.for_device("bfloat16", props, say=say)
+low_dtype = dtypes.tensor_core_16bit  # bf16, or fp16 on a T4 (saying so): the alignment and wave sweeps
 
 
 def alignment(m: int = 8192, n: int = 8192, ks=(8184, 8190, 8191, 8192, 8193, 8200), dtype=None,

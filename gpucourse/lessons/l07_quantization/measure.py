@@ -50,11 +50,8 @@ def _note(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def low_dtype(props=None, say: bool = True) -> dtypes.Choice:
-    """The 16-bit dtype of the activations and of the unquantized weights: bfloat16, or float16 on a GPU without
-    bf16 tensor cores (a T4, sm_75), printing the sentence that says so (``dtypes.for_device``). The lesson's
-    kernels take either (``kernels.ACT_DTYPES``)."""
-    return dtypes.for_device("bfloat16", props, say=say)
+# bf16, or fp16 on a T4 (saying so): activations and unquantized weights (the kernels take either: kernels.ACT_DTYPES)
+low_dtype = dtypes.tensor_core_16bit
 
 
 def quantized_weights(n: int, k: int, group_size: int = GROUP, gen=None, dtype=None) -> dict:

@@ -210,10 +210,7 @@ def _ms(fns: dict, rounds: int = 3, **kw) -> dict:
     return {k: v.median_ms for k, v in res.items()}
 
 
-def low_dtype(props=None, say: bool = True) -> dtypes.Choice:
-    """The 16-bit dtype of the lesson's GPU work: bfloat16, or float16 on a GPU without bf16 (a T4, sm_75), printing
-    the sentence that says so (``dtypes.for_device``)."""
-    return dtypes.for_device("bfloat16", props, say=say)
+low_dtype = dtypes.tensor_core_16bit  # bf16, or fp16 on a T4 (saying so): the lesson's GPU work
 
 
 def fusion_examples(rounds: int = 3) -> dict:

@@ -20,6 +20,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as _checkpoint
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gpucourse import dtypes
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 CHECKPOINTS = ("none", "block", "mlp")
@@ -85,12 +87,7 @@ class Model(nn.Module):
         return self.ln_f(x)
 
 
-def low_dtype(props=None, say: bool = True):
-    """The 16-bit type the lesson's mixed-precision runs autocast to: bfloat16, or float16 on a GPU without bf16
-    tensor cores (a T4, sm_75), printing the sentence that says so (a ``dtypes.Choice``)."""
-    from gpucourse import dtypes
-
-    return dtypes.for_device("bfloat16", props, say=say)
+low_dtype = dtypes.tensor_core_16bit  # bf16, or fp16 on a T4 (saying so): what the mixed-precision runs autocast to
 
 
 def mixed_precision(props=None, say: bool = True) -> str:
