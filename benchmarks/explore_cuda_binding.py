@@ -58,25 +58,8 @@ def _run(cmd, cwd, repeat: int) -> dict:
 def _nvcc_command(cuda_build, recipe: dict, extra_include: str | None) -> list:
     """torch's nvcc command for a .cu file of an extension (cuda_cflags of the build.ninja it writes), with the
     course's flags; CPU mode: the CUDA home and arch a CUDA torch would find."""
-    import torch.utils.cpp_extension as ext
-
-    saved = ext.CUDA_HOME, os.environ.get("TORCH_CUDA_ARCH_LIST")
-    if ext.CUDA_HOME is None:
-        ext.CUDA_HOME = cuda_build.cuda_home()
-        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "build.ninja")
-            ext._write_ninja_file_to_build_library(
-                path=path, name="NAME", sources=[os.path.join(d, "main.cpp"), os.path.join(d, "cuda.cu")],
-                extra_cflags=list(cuda_build.MAIN_CFLAGS), extra_cuda_cflags=list(cuda_build.NVCC_FLAGS),
-                extra_sycl_cflags=[], extra_ldflags=[], extra_include_paths=[], with_cuda=True, with_sycl=False,
-                is_standalone=False)
-            lines = dict(ln.split(" = ", 1) for ln in open(path).read().splitlines() if " = " in ln)
-    finally:
-        ext.CUDA_HOME = saved[0]
-        if saved[1] is None:
-            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+    with cuda_build.as_cuda_torch():
+        lines = cuda_build.torch_ninja_vars(cuda_build.MAIN_CFLAGS, cuda_build.NVCC_FLAGS)
     flags = shlex.split(lines["cuda_cflags"]) + shlex.split(lines.get("cuda_post_cflags", ""))
     return [*shlex.split(lines["nvcc"]), *flags, *(["-isystem", extra_include] if extra_include else [])]
 

@@ -689,6 +689,43 @@ def _load_files(ext, name, cpp_sources, cuda_sources, functions, build_directory
 _recipe_cache: dict = {}
 
 
+def torch_ninja_vars(extra_cflags=(), extra_cuda_cflags=()) -> dict:
+    """The variables (cxx, cflags, nvcc, cuda_cflags...) of the build.ninja torch.utils.cpp_extension writes for an
+    extension with a main.cpp and a cuda.cu and these extra flags: how torch would compile each file here."""
+    import torch.utils.cpp_extension as ext
+
+    write = ext._write_ninja_file_to_build_library
+    with tempfile.TemporaryDirectory(prefix="gpucourse-ninja-") as d:
+        args = dict(path=os.path.join(d, "build.ninja"), name="gpucourse_probe",
+                    sources=[os.path.join(d, "main.cpp"), os.path.join(d, "cuda.cu")],
+                    extra_cflags=list(extra_cflags), extra_cuda_cflags=list(extra_cuda_cflags), extra_sycl_cflags=[],
+                    extra_ldflags=[], extra_include_paths=[], with_cuda=True, with_sycl=False, is_standalone=False)
+        params = inspect.signature(write).parameters
+        write(**{k: v for k, v in args.items() if k in params})
+        with open(args["path"]) as f:
+            return dict(re.findall(r"^(\w+) = ?(.*)$", f.read(), re.M))
+
+
+@contextlib.contextmanager
+def as_cuda_torch():
+    """Within: torch's extension builder finds the CUDA toolkit (nvcc's) and an arch list (sm_90, the course's) even
+    where torch has no CUDA, so it writes the commands a CUDA build of this torch would run (compile-only
+    measurements and tests on a machine with nvcc but no GPU). Both are restored after."""
+    import torch.utils.cpp_extension as ext
+
+    saved = ext.CUDA_HOME, os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if ext.CUDA_HOME is None:
+        ext.CUDA_HOME = cuda_home()
+    if saved[1] is None:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    try:
+        yield
+    finally:
+        ext.CUDA_HOME = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+
+
 def pch_recipe() -> dict | None:
     """How torch compiles an extension's main.cpp here (compiler and flags, read from the build.ninja that
     torch.utils.cpp_extension writes), without the extension's name; None where torch cannot say (no CUDA, an
@@ -698,19 +735,8 @@ def pch_recipe() -> dict | None:
     recipe = None
     try:
         import torch
-        import torch.utils.cpp_extension as ext
 
-        write = ext._write_ninja_file_to_build_library
-        with tempfile.TemporaryDirectory(prefix="gpucourse-pch-") as d:
-            args = dict(path=os.path.join(d, "build.ninja"), name="gpucourse_pch",
-                        sources=[os.path.join(d, "main.cpp"), os.path.join(d, "cuda.cu")],
-                        extra_cflags=list(MAIN_CFLAGS), extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[],
-                        extra_include_paths=[], with_cuda=True, with_sycl=False, is_standalone=False)
-            params = inspect.signature(write).parameters
-            write(**{k: v for k, v in args.items() if k in params})
-            with open(args["path"]) as f:
-                text = f.read()
-        lines = dict(re.findall(r"^(\w+) = ?(.*)$", text, re.M))
+        lines = torch_ninja_vars(MAIN_CFLAGS)
         if lines.get("cxx") and "cflags" in lines:
             flags = [t for t in shlex.split(lines["cflags"]) + shlex.split(lines.get("post_cflags", ""))
                      if not t.startswith("-DTORCH_EXTENSION_NAME=")]
@@ -730,32 +756,19 @@ def compile_only_recipe(folder: str) -> dict | None:
     torch ships c10/cuda's headers without the one its CMake generates; a copy is written under ``folder`` and put
     on the include path. Only host compiles: nothing built with it can run. Returns the recipe (not cached as
     :func:`pch_recipe`'s; install it with ``_recipe_cache["recipe"] = ...``), or None where even this fails."""
-    import torch.utils.cpp_extension as ext
-
     if pch_recipe() is not None:
         return pch_recipe()
-    nvcc = nvcc_path()
-    if nvcc is None:
+    if nvcc_path() is None or cuda_home() is None:
         return None
     os.makedirs(os.path.join(folder, "c10", "cuda", "impl"), exist_ok=True)
     with open(os.path.join(folder, "c10", "cuda", "impl", "cuda_cmake_macros.h"), "w") as f:
         f.write("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
-    saved = ext.CUDA_HOME, os.environ.get("TORCH_CUDA_ARCH_LIST")
-    home = cuda_home()
-    if home is None:
-        return None
-    ext.CUDA_HOME = home
-    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
     try:
         _recipe_cache.pop("recipe", None)
-        recipe = pch_recipe()
+        with as_cuda_torch():
+            recipe = pch_recipe()
     finally:
         _recipe_cache.pop("recipe", None)
-        ext.CUDA_HOME = saved[0]
-        if saved[1] is None:
-            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
-        else:
-            os.environ["TORCH_CUDA_ARCH_LIST"] = saved[1]
     if recipe is not None:
         recipe["flags"] += ["-isystem", os.path.abspath(folder)]
     return recipe
