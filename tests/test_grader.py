@@ -619,3 +619,8 @@ def test_the_staged_names_are_put_back_in_the_report():
         "my_submission.py and submission.pyc stay"
     assert grader.unstaged('File "/tmp/submission_notebook.py", line 9', "/submission/submission.ipynb",
                            "bob/hw.ipynb") == 'File "/tmp/hw_notebook.py", line 9'
+    # A student's file name is theirs to choose: backslashes in it are text, not a regular expression's escapes.
+    odd = "submitted/eve/ps1/a\\g<0>\\1.py"
+    assert grader.unstaged("at submission.py:7", "/submission/submission.py", odd) == "at a\\g<0>\\1.py:7"
+    assert grader.unstaged("submission_notebook.py", "/submission/submission.ipynb", "x\\g.ipynb") == \
+        "x\\g_notebook.py"

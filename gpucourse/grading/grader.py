@@ -449,9 +449,11 @@ def unstaged(text: str, seen_as: str, path: str) -> str:
     notebook's ``submission_notebook.py``) the given file's, so the report reads as before staging."""
     staged, given = os.path.basename(seen_as), os.path.basename(path)
     text = text.replace(seen_as, path)
-    text = re.sub(rf"(?<![\w.-]){re.escape(STAGED_NAME)}_notebook\.py\b",
-                  os.path.splitext(given)[0] + "_notebook.py", text)
-    return re.sub(rf"(?<![\w.-]){re.escape(staged)}\b", given, text)
+    # Replacements given as functions: a file name is the student's choice, and backslashes in a replacement string
+    # would be read as escapes (r"a\g.py" raises, r"a\1.py" rewrites).
+    notebook = os.path.splitext(given)[0] + "_notebook.py"
+    text = re.sub(rf"(?<![\w.-]){re.escape(STAGED_NAME)}_notebook\.py\b", lambda m: notebook, text)
+    return re.sub(rf"(?<![\w.-]){re.escape(staged)}\b", lambda m: given, text)
 
 
 def _read_status(fd: int | None) -> dict:
