@@ -560,6 +560,24 @@ def test_a_real_supervisor_reports_a_signal_and_an_exit_code(tmp_path):
         assert (data, proc.returncode) == (b"started\n" + want + b"\n", rc)
 
 
+def test_the_prebuild_worker_is_given_the_first_case(tmp_path):
+    """grader._prebuild (a CUDA submission compiled by a worker that sees no GPU, before it is graded) gets past the
+    worker's first words ("loading", then "ready") and hands it the first case: the call is what compiles. It read
+    only "ready" once, and after the worker learned to say "loading" first it stopped there and nothing compiled
+    (the H100's gpu test found it). The submission here records the call in its private folder."""
+    from gpucourse.grading import sandbox
+
+    sub = tmp_path / "records_its_call.py"
+    sub.write_text("import os\n\ndef block_sum(x):\n"
+                   "    open(os.path.join(os.environ['TMPDIR'], 'called'), 'w').write(str(x.numel()))\n"
+                   "    return x.sum()\n")
+    private = tmp_path / "private"
+    private.mkdir()
+    grader._prebuild(get("block_sum"), str(sub), str(private), sandbox.detect("process"), time.monotonic() + 120,
+                     grader.MEMORY_MB)
+    assert (private / "called").exists(), "the prebuild worker was never given a case"
+
+
 def test_a_submission_that_cannot_be_read_is_said_so(tmp_path):
     folder = tmp_path / "alice.py"  # a folder where a file was expected
     folder.mkdir()

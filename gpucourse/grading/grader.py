@@ -566,7 +566,10 @@ def _prebuild(ex, path: str, tmp: str, isolation, deadline: float, mem_mb: int) 
         protocol.nonblocking(to_w)
         protocol.nonblocking(from_r)
         protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": seen_as}, deadline)
-        if protocol.recv(from_r, deadline).get("type") == "ready" and ex.cases:
+        msg = protocol.recv(from_r, deadline)
+        if msg.get("type") == "loading":  # the worker's first word, before it reads the submission
+            msg = protocol.recv(from_r, deadline)
+        if msg.get("type") == "ready" and ex.cases:
             seed = checker.new_seed()
             args, _ = checker.make_case(ex, ex.cases[0], seed, 0)
             protocol.send(to_w, {"type": "case", "index": 0, "args": args, "nonce": nonce}, deadline)
