@@ -386,6 +386,25 @@ def plot_roofline(points, ceilings: Ceilings, ax=None, title: str | None = None)
     return ax
 
 
+def plot_working_set(sizes_bytes, gbps, l2_bytes: int | None = None, ax=None, title: str | None = None):
+    """Bandwidth against working-set size (log x), with the L2 size marked by a vertical line (lesson 03)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(sizes_bytes, gbps, marker="o")
+    if l2_bytes:
+        ax.axvline(l2_bytes, color="red", ls="--")
+        ax.annotate(f"L2 = {l2_bytes / 2**20:.0f} MiB", (l2_bytes, max(g for g in gbps if g)),
+                    textcoords="offset points", xytext=(4, -12), color="red", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("working set (bytes read + written)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(title or "copy bandwidth vs working-set size")
+    ax.grid(True, which="both", alpha=0.3)
+    return ax
+
+
 def _short_source(source: str) -> str:
     """``source`` without its parenthesised citations: the title keeps what the ceilings are, the printed text keeps
     where the figures come from."""

@@ -143,3 +143,14 @@ def test_roofline_labels_do_not_overlap_and_the_title_is_whole():
     t = ax.title.get_window_extent()
     assert fig_box.x0 <= t.x0 and t.x1 <= fig_box.x1 and t.y1 <= fig_box.y1, "the title is cut"
     plt.close("all")
+
+
+def test_the_working_set_plot_marks_l2_and_skips_sizes_without_a_figure():
+    """Lesson 03's GPU cell: bandwidth against working set, the L2 size as a red line labelled in MiB; a size with no
+    figure (None) does not break the label's placement."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = R.plot_working_set([2**20, 2**24, 2**28], [900.0, None, 2900.0], l2_bytes=50 * 2**20)
+    assert ax.get_xscale() == "log" and [t.get_text() for t in ax.texts] == ["L2 = 50 MiB"]
+    assert any(list(line.get_xdata()) == [50 * 2**20] * 2 for line in ax.get_lines())
