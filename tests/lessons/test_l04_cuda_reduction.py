@@ -368,3 +368,39 @@ def test_build_finds_an_unchanged_build_without_hashing_its_sources_again(monkey
     cuda_build.build(*args)
     assert (len(hashed), len(loaded)) == (3, 3)
     cuda_build.forget_loaded()
+
+
+def test_the_later_extensions_are_built_ahead_in_background_processes_on_a_gpu_only(monkeypatch):
+    """measure.build_ahead: nothing in CPU mode; on a GPU one process per extension of AHEAD, each running
+    _build_one(name) from a command a fresh interpreter can import (the package root on its PYTHONPATH), started
+    once per kernel; wait_for_builds waits for each."""
+    import subprocess
+    import sys
+
+    from gpucourse.lessons.l04_cuda_reduction import measure
+
+    monkeypatch.setattr(measure, "_ahead", [])
+    assert measure.build_ahead() == []  # CPU mode
+    started = []
+
+    class Proc:
+        def __init__(self, argv, env, **kw):
+            started.append((argv, env))
+            self.waited = False
+
+        def wait(self, timeout=None):
+            self.waited = True
+
+    monkeypatch.setattr(measure.device, "on_gpu", lambda: True)
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", Proc)
+    procs = measure.build_ahead()
+    monkeypatch.setattr(subprocess, "Popen", real_popen)
+    assert len(procs) == len(measure.AHEAD) == 3 and measure.build_ahead() == []
+    assert [argv[-1].rsplit("(", 1)[1] for argv, _ in started] == [f"{w!r})" for w in measure.AHEAD]
+    argv, env = started[0]
+    check = argv[-1].split(";")[0]  # the import alone: the build needs a GPU
+    out = subprocess.run([sys.executable, "-c", check], env=env, cwd="/", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    measure.wait_for_builds()
+    assert all(p.waited for p in procs)

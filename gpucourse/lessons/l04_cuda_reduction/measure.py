@@ -7,9 +7,12 @@ plots from what these functions return.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
-from gpucourse import timeline
+from gpucourse import device, timeline
 from gpucourse.timing import bench, copy_gbps
 
 LADDER_N = 2**28  # 1 GiB of float32
@@ -38,12 +41,59 @@ def solutions() -> dict:
     return cached_solutions(LESSON.notebook)
 
 
+AHEAD = ("ladder", "block_sum", "sum_many")  # the extensions the cells after the ReLU build
+_ahead: list = []  # the background builds started by build_ahead() in this process
+
+
+def build_ahead() -> list:
+    """Start compiling the CUDA extensions of this lesson's later cells (``AHEAD``: the ladder's kernels and the
+    workbook's block_sum and sum_many), each in a background process, so that they compile side by side while the
+    cells in between run: on a machine that has not built them before, each is ~35 s of compiling that the ladder
+    and sum_many cells would otherwise do one after the other. A cell that needs one before its process is done
+    waits for torch's build lock in the build directory, then only loads it; a compile error there is met again
+    and shown by the cell itself. GPU mode only; returns the processes (none in CPU mode or when already started)."""
+    if not device.on_gpu() or _ahead:
+        return []
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    for what in AHEAD:
+        code = f"from {__name__} import _build_one; _build_one({what!r})"
+        _ahead.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return list(_ahead)
+
+
+def wait_for_builds(timeout: float = 600) -> None:
+    """Wait for build_ahead()'s processes to end, so nothing compiles beside a timing."""
+    for proc in _ahead:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _build_one(what: str) -> None:
+    """Build (and once call, on 8 floats) one of ``AHEAD``; what a background process of build_ahead() runs."""
+    import torch
+
+    from . import reduction_kernels as rk
+
+    if what == "ladder":
+        rk.build()
+        return
+    x = torch.ones(8, device="cuda")
+    fn = solutions()[what]
+    fn(x) if what == "block_sum" else fn([x, x[:3]])
+    torch.cuda.synchronize()
+
+
 def ladder(n: int = LADDER_N) -> dict:
     """GB/s of each ladder step, the workbook's block_sum, torch.sum and a copy, on ``n`` float32 values."""
     import torch
 
     from . import reduction_kernels as rk
 
+    wait_for_builds()
     x = torch.rand(n, device="cuda") - 0.25
     want = float(x.double().sum())
     rows = {}
@@ -190,6 +240,7 @@ def host_call_ms(fn, *args, reps: int = 20) -> float:
 
 def time_cases(cases=None, compile_in: str = "seed_case") -> dict:
     """``time_many`` on each case of ``CASES`` (or the keys given), ``torch.compile`` timed in ``compile_in`` only."""
+    wait_for_builds()
     return {key: dict(time_many(CASES[key], with_compile=key == compile_in), case=CASES[key])
             for key in (cases or CASES)}
 
