@@ -222,3 +222,26 @@ def test_wave_model_on_a_short_gpu_sweep():
     model = measure.compare_with_model(sweep)
     assert model["of"] == 1 and model["model_steps"] == [2112]
     assert model["measured_steps"] == [2112]  # the measured jump sits where the model puts it
+
+
+def test_training_targets_judge_the_mixed_precision_run_the_gpu_made():
+    """On an H100 the targets name bf16 autocast (against fp32 and TF32); a T4 runs neither bf16 nor TF32, and its
+    fp16 autocast + GradScaler run is judged instead, without a TF32 target (the T4 run of lesson 06 raised
+    KeyError 'bf16 autocast' here)."""
+    from gpucourse.lessons.l06_tensor_cores import bench
+
+    def run(ms, loss):
+        return {"step_ms": ms, "final_loss": loss}
+
+    h100 = {"runs": {"fp32": run(130.0, 5.0), "tf32": run(44.0, 5.0), "bf16 autocast": run(19.0, 5.01),
+                     "fp16 autocast + GradScaler": run(19.3, 5.0)}, "fp32_finals": [4.98, 5.0, 5.02]}
+    names = [t["name"] for t in bench.training_targets(h100)]
+    assert names == ["training step: bf16 autocast speed-up over fp32", "training step: bf16 autocast speed-up over TF32",
+                     "|bf16 final loss - fp32 mean| / fp32 run-to-run spread"]
+    t4 = {"runs": {"fp32": run(300.0, 5.0), "fp16 autocast + GradScaler": run(100.0, 5.0)},
+          "fp32_finals": [4.98, 5.0, 5.02]}
+    got = bench.training_targets(t4)
+    assert [t["name"] for t in got] == ["training step: fp16 autocast + GradScaler speed-up over fp32",
+                                       "|fp16 final loss - fp32 mean| / fp32 run-to-run spread"]
+    assert got[0]["value"] == pytest.approx(3.0) and not got[0]["met"] and got[1]["met"]
+    assert bench.training_targets({"runs": {"fp32": run(1.0, 5.0)}, "fp32_finals": [5.0]}) == []
