@@ -403,3 +403,26 @@ def test_explorer_keeps_going_after_a_choice_it_cannot_show(monkeypatch):
     monkeypatch.setattr(explorer, "view", real)
     kind.value = "reduction"
     assert "row sum" in text.value and plot.layout.display == ""
+
+
+def test_explorer_on_a_gpu_says_tick_the_box_not_that_a_gpu_is_missing(monkeypatch):
+    """With a measure function (a GPU is there) and its box unticked, the view said "measuring needs a CUDA GPU"
+    (seen in the H100 run's saved output). It now says to tick the box; ticked, it measures; without a measure
+    function (CPU mode) it still says a GPU is needed."""
+    import html
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: None)
+    calls = []
+    box = explorer.roofline_explorer(R.spec_ceilings("H100-SXM"), measure=lambda op: calls.append(op) or 1e-3,
+                                     interactive=True)
+    (kind, _, tick), text = box.children[0].children, box.children[2]
+    assert explorer.UNTICKED in html.unescape(text.value) and "needs a CUDA GPU" not in text.value and calls == []
+    tick.value = True
+    assert "measured: 1 ms = " in text.value and len(calls) == 1
+    tick.value = False
+    assert explorer.UNTICKED in html.unescape(text.value) and len(calls) == 1
+    cpu = explorer.roofline_explorer(R.spec_ceilings("H100-SXM"), interactive=True)
+    assert "measuring needs a CUDA GPU" in cpu.children[2].value

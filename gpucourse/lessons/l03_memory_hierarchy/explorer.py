@@ -82,12 +82,13 @@ def too_big(op, ceilings) -> str | None:
     return None
 
 
-def render(choice: dict, ceilings, measure=None, ax=None, show: bool = True):
+def render(choice: dict, ceilings, measure=None, ax=None, show: bool = True, unmeasured: str | None = None):
     """Print (``show``; else return in the tuple) :func:`describe` for ``choice`` and draw it on the roofline.
-    ``measure(op) -> seconds`` or None; a choice that would take too long or too much memory to measure
-    (:func:`too_big`) is shown unmeasured. Returns ``(op, seconds, text, ax)``."""
+    ``measure(op) -> seconds`` or None (``unmeasured``: why not, where a GPU is there); a choice that would take
+    too long or too much memory to measure (:func:`too_big`) is shown unmeasured. Returns ``(op, seconds, text,
+    ax)``."""
     op = make_op(choice)
-    why = too_big(op, ceilings) if measure is not None else None
+    why = too_big(op, ceilings) if measure is not None else unmeasured
     secs = measure(op) if measure is not None and why is None else None
     text = describe(op, ceilings, secs, why)
     if show:
@@ -96,18 +97,20 @@ def render(choice: dict, ceilings, measure=None, ax=None, show: bool = True):
     return op, secs, text, ax
 
 
-def view(choice: dict, ceilings, measure=None) -> tuple:
+def view(choice: dict, ceilings, measure=None, unmeasured: str | None = None) -> tuple:
     """``(text, png)``: :func:`describe`'s text and the roofline plot as PNG bytes, the figure closed (nothing is
     displayed: the widgets show these, and the notebook's saved output keeps the first view as its fallback)."""
     import matplotlib.pyplot as plt
 
 
-    _, _, text, ax = render(choice, ceilings, measure, show=False)
+    _, _, text, ax = render(choice, ceilings, measure, show=False, unmeasured=unmeasured)
     try:
         return text, plots.figure_png(ax.figure)
     finally:
         plt.close(ax.figure)
 
+
+UNTICKED = "tick 'measure on this GPU' above to time it here"  # a GPU is there, the box is not ticked
 
 FALLBACK_NOTE = ("(a static view of the roofline explorer; run the cell in a live notebook for its controls)")
 
@@ -152,11 +155,13 @@ def roofline_explorer(ceilings, measure=None, choice: dict | None = None, intera
         for f, w in sizes.items():
             w.layout.display = "" if f in FIELDS[kind.value] else "none"
         try:
-            show(*view(current(), ceilings, measure if do_measure.value else None))
+            ticked = measure is not None and do_measure.value
+            show(*view(current(), ceilings, measure if ticked else None,
+                       UNTICKED if measure is not None and not ticked else None))
         except Exception as exc:  # e.g. out of GPU memory for a huge choice: say so, keep the explorer alive
             show(f"could not show this choice: {type(exc).__name__}: {exc}", None)
 
-    first_text, first_png = view(current(), ceilings, None)
+    first_text, first_png = view(current(), ceilings, None, UNTICKED if measure is not None else None)
     for w in [kind, dtype, do_measure, *sizes.values()]:
         w.observe(update, names="value")
     for f, w in sizes.items():

@@ -88,7 +88,9 @@ def chain(footprint_bytes: int, stride_bytes: int = 128, seed: int = 0, device: 
 def chase(footprint_bytes: int, steps: int = 4096, shared: bool = False, cold: bool = False) -> dict:
     """Cycles and ns per dependent load, chasing a random chain of ``footprint_bytes`` (in shared memory if
     ``shared``: then the footprint is the 32 KiB array, one node per 4-byte word; otherwise through global memory,
-    one node per 128-byte line). The ns come from CUDA events around the launch, so they include its few µs.
+    one node per 128-byte line). The ns come from CUDA events around the whole launch, so they also hold the launch
+    itself, the untimed warm-up loads and (shared memory) filling the array: a bound, not the latency alone (lesson
+    03's prose works it out).
 
     Each launch walks the same ``steps + 64`` nodes from node 0, so after the first launch they sit in L2 whatever
     the footprint (a first try measured the same 283 cycles at 4 MiB and 256 MiB). ``cold``: evict L2 before each
