@@ -134,6 +134,58 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
             "not_passed": bad[:10], "exit_code": proc.returncode, "finished": done}
 
 
+PHASES = ("prebuild", "startup", "draw", "wait_shared", "cases", "perf_draw", "wait_exclusive", "timing", "rest")
+
+
+def phase_summary(lines) -> dict:
+    """Where each submission's seconds went, from the grader's trace ($GPUCOURSE_GRADE_TRACE, one JSON object per
+    line: grader._trace): ``prebuild`` (the CUDA compile in the worker that sees no GPU), ``startup`` (the graded
+    worker's start, its imports and loading the submission), ``draw`` (the grader drawing each case's inputs),
+    ``wait_shared``/``wait_exclusive`` (waiting for the GPU lock), ``cases`` (the cases run under the shared lock),
+    ``perf_draw`` (the timing's inputs), ``timing`` (the exclusive hold: the timing itself) and ``rest``. Returns the
+    median of each over the submissions, the sum of ``timing`` (held alone, one at a time: a floor on the batch's
+    wall time) and how many submissions were traced."""
+    by: dict = {}
+    for line in lines:
+        if line.strip():
+            e = json.loads(line)
+            by.setdefault(e["submission"], []).append(e)
+    per = []
+    for events in by.values():
+        events.sort(key=lambda e: e["t"])
+        first = {}
+        for e in events:
+            first.setdefault(e["event"], e["t"])
+        if "start" not in first or "end" not in first:
+            continue
+        ph = dict.fromkeys(PHASES, 0.0)
+        start, end = first["start"], first["end"]
+        ph["prebuild"] = first.get("prebuilt", start) - start
+        ph["startup"] = first.get("ready", first.get("prebuilt", start)) - first.get("prebuilt", start)
+        prev, held_from = first.get("ready", start), None
+        for e in events:
+            if e["event"] == "drawn":
+                ph["draw"] += e["t"] - prev
+            elif e["event"] == "perf_drawn":
+                ph["perf_draw"] += e["t"] - prev
+            elif e["event"] == "waited":
+                ph["wait_exclusive" if e["exclusive"] else "wait_shared"] += e["seconds"]
+                held_from = e["t"]
+            elif e["event"] == "released" and held_from is not None:
+                ph["timing" if e["exclusive"] else "cases"] += e["t"] - held_from
+                held_from = None
+            if e["event"] in ("ready", "drawn", "perf_drawn", "released"):
+                prev = e["t"]
+        ph["rest"] = (end - start) - sum(v for k, v in ph.items() if k != "rest")
+        per.append(ph)
+    if not per:
+        return {"traced": 0}
+    median = {k: round(sorted(p[k] for p in per)[len(per) // 2], 3) for k in PHASES}
+    return {"traced": len(per), "median_s": median,
+            "timing_sum_s": round(sum(p["timing"] for p in per), 2),
+            "note": "per submission; 'timing' is held alone on the GPU, so the batch's wall time is at least its sum"}
+
+
 def ninja_phases(build_dir: str) -> dict:
     """Seconds per target from ninja's log (start and end in ms)."""
     out = {}
@@ -230,6 +282,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
 
     from gpucourse import cuda_build, device, env
+    from gpucourse.grading import grader
     from gpucourse.grading.exercise import get
 
     ex = get(args.exercise)
@@ -256,6 +309,13 @@ def main(argv=None) -> int:
                                              "prepared": folder is not None,
                                              "note": "once per machine, compiler and torch; kept in the grader's "
                                                      "cache, so later batches find it ready"}
+        if ex.cuda_binding:  # the exercise's pybind11 module: once per machine and exercise, as the header
+            t0 = time.perf_counter()
+            bound = cuda_build.prepare_binding(*ex.cuda_binding)
+            record["steps"]["prepare_binding"] = {"seconds": round(time.perf_counter() - t0, 2),
+                                                  "prepared": bound is not None,
+                                                  "note": "once per machine and exercise, kept in the grader's "
+                                                          "cache: the batch below finds it ready"}
         record["steps"]["worker_sees"] = worker_probe(args.isolation)
         save()
         for layout in args.phases:
@@ -280,8 +340,13 @@ def main(argv=None) -> int:
             run_env = dict(os.environ)
             if cuda:
                 run_env[cuda_build.BUILD_ENV] = layout
+            trace = os.path.join(work, f"trace-{layout.strip('-') or 'batch'}.jsonl")
+            run_env[grader.TRACE_ENV] = trace
             load_before = os.getloadavg()
             res = grade_batch(args.exercise, folder, jobs, args.timeout, args.isolation, run_env, max(30, left()))
+            if os.path.exists(trace):
+                with open(trace) as f:
+                    res["phases"] = phase_summary(f)
             # other users of the machine's cores show here (the 1-minute load average counts this batch too)
             res["load_average_1m"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
             res.update(distinct=distinct, copies=copies, layout=layout if cuda else None)

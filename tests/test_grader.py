@@ -642,3 +642,57 @@ def test_the_staged_names_are_put_back_in_the_report():
     assert grader.unstaged("at submission.py:7", "/submission/submission.py", odd) == "at a\\g<0>\\1.py:7"
     assert grader.unstaged("submission_notebook.py", "/submission/submission.ipynb", "x\\g.ipynb") == \
         "x\\g_notebook.py"
+
+
+def _throughput_benchmark():
+    """benchmarks/grading_throughput.py as a module (benchmarks/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("grading_throughput", os.path.join(
+        os.path.dirname(HERE), "benchmarks", "grading_throughput.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_trace_says_where_a_submissions_time_went(tmp_path, monkeypatch):
+    """$GPUCOURSE_GRADE_TRACE (benchmarks/grading_throughput.py sets it): one JSON line per event of a submission's
+    grading, in order: start, the worker ready, each case drawn and held (in CPU mode a hold with no wait), end with
+    the status. The benchmark's phase_summary turns them into seconds per phase; a worker never sees the variable."""
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(grader.TRACE_ENV, str(trace))
+    path = os.path.join(FOLDER, "right_basic.py")
+    ex = get("vector_add")
+    r = grader.grade_one(ex, path, 120)
+    assert r.status == "passed", r.message
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert {e["submission"] for e in events} == {path}
+    assert [e["t"] for e in events] == sorted(e["t"] for e in events)
+    names = [e["event"] for e in events]
+    assert names[:2] == ["start", "ready"] and names[-1] == "end" and events[-1]["status"] == "passed"
+    assert names[2:-1] == ["drawn", "waited", "released"] * len(ex.cases)
+    assert grader.TRACE_ENV not in grader._worker_env(None, str(tmp_path))
+    bench = _throughput_benchmark()
+    summary = bench.phase_summary(trace.read_text().splitlines())
+    assert summary["traced"] == 1 and summary["timing_sum_s"] == 0.0
+    assert summary["median_s"]["cases"] > 0 and summary["median_s"]["prebuild"] == 0.0
+    assert abs(sum(summary["median_s"].values()) - r.seconds) < 0.1
+
+
+def test_phase_summary_attributes_a_gpu_submissions_seconds():
+    """A GPU submission's trace, made by hand: 10 s compiling without a GPU, 3 s to start, two cases (drawn in 0.5 s
+    each, 1 s and 2 s waiting for the shared lock, held 1 s each), the timing's inputs in 0.5 s, 4 s waiting for
+    the GPU alone, 1.5 s of timing, 0.25 s to finish."""
+    bench = _throughput_benchmark()
+    s = "a.py"
+    ev = [(0, "start", {}), (10, "prebuilt", {}), (13, "ready", {}), (13.5, "drawn", {}),
+          (14.5, "waited", {"exclusive": False, "seconds": 1.0}), (15.5, "released", {"exclusive": False}),
+          (16, "drawn", {}), (18, "waited", {"exclusive": False, "seconds": 2.0}),
+          (19, "released", {"exclusive": False}), (19.5, "perf_drawn", {}),
+          (23.5, "waited", {"exclusive": True, "seconds": 4.0}), (25, "released", {"exclusive": True}),
+          (25.25, "end", {"status": "passed"})]
+    lines = [json.dumps({"t": t, "submission": s, "event": name, **kw}) for t, name, kw in ev]
+    got = bench.phase_summary(lines[::-1])  # order on disk does not matter: events are sorted by time
+    assert got["traced"] == 1 and got["timing_sum_s"] == 1.5
+    assert got["median_s"] == {"prebuild": 10.0, "startup": 3.0, "draw": 1.0, "wait_shared": 3.0, "cases": 2.0,
+                               "perf_draw": 0.5, "wait_exclusive": 4.0, "timing": 1.5, "rest": 0.25}

@@ -113,6 +113,20 @@ from . import checker, gpulock, launches, protocol, sandbox
 DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
 FSIZE_MB = 256  # largest file a submission may write
+# Where each submission's time goes, for benchmarks/grading_throughput.py: with $GPUCOURSE_GRADE_TRACE set (in the
+# grader's environment; workers never see it), one JSON line per event is appended to that file.
+TRACE_ENV = "GPUCOURSE_GRADE_TRACE"
+_trace_lock = threading.Lock()
+
+
+def _trace(submission: str, event: str, **fields) -> None:
+    """Append ``{"t", "submission", "event", **fields}`` to $GPUCOURSE_GRADE_TRACE (nothing when it is unset)."""
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    line = json.dumps({"t": round(time.monotonic(), 4), "submission": submission, "event": event, **fields})
+    with _trace_lock, open(path, "a") as f:
+        f.write(line + "\n")
 OUTPUT_KEEP = 32 * 1024  # bytes of stdout/stderr kept per stream (first and last half)
 
 SUSPICIOUS = [  # (regex, why a human should look)
@@ -348,8 +362,10 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     tmp = tempfile.mkdtemp(prefix="gpucourse-grade-")
     on_gpu = _device.on_gpu()
     prebuilt = on_gpu and ex.kind == "cuda"
+    _trace(path, "start")
     if prebuilt:  # compiled first by a worker with no GPU, holding no lock (see _prebuild)
         _prebuild(ex, staged, tmp, isolation, t0 + timeout, mem_mb)
+        _trace(path, "prebuilt")
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
     status_r, status_w = os.pipe()  # how the worker ended, from its supervisor (worker.SUPERVISOR)
@@ -421,6 +437,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     for check in result.checks:
         check["detail"] = unstaged(check["detail"], seen_as, path)
     result.seconds = round(time.monotonic() - t0, 3)
+    _trace(path, "end", status=result.status)
     if not result.timing:
         result.timing = ("not timed (CPU mode)" if not on_gpu else "not timed (no speed target)"
                          if ex.perf is None else "not timed (did not pass)")
@@ -653,17 +670,22 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
     @contextlib.contextmanager
     def gpu_held(exclusive: bool = False):
         nonlocal deadline
-        if lock is None:
+        if lock is None:  # CPU mode: no lock to wait for (traced all the same: the case's time is its hold)
+            _trace(result.submission, "waited", exclusive=exclusive, seconds=0.0)
             yield
+            _trace(result.submission, "released", exclusive=exclusive)
             return
         with (lock.exclusive() if exclusive else lock.shared()) as waited:
             deadline += waited
+            _trace(result.submission, "waited", exclusive=exclusive, seconds=round(waited, 4))
             yield
+        _trace(result.submission, "released", exclusive=exclusive)
 
     protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": path}, deadline)
     msg = expect("loading", "ready", "load_error")  # "loading": about to read the submission
     if msg["type"] == "loading":
         msg = expect("ready", "load_error")
+    _trace(result.submission, "ready")
     if msg["type"] == "load_error":
         result.status, result.score = "error", 0.0
         result.message = str(msg.get("message", "could not be loaded"))[:500]
@@ -699,6 +721,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             continue
         case = checker.drawn_case(case, seed, index)  # sizes drawn here: the worker sees only the tensors
         args, expected = checker.make_case(ex, case, seed, index)
+        _trace(result.submission, "drawn", case=index)
         with gpu_held():
             protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
             msg = expect("result", "raised")
@@ -738,6 +761,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         # the timing holds the GPU alone (a timing waiting for it holds every other job's next case back).
         protocol.send(to_w, {"type": "perf_draw", "nonce": nonce}, deadline)
         prep_error = expect("perf_drawn").get("error")
+        _trace(result.submission, "perf_drawn")
         if not prep_error:
             with gpu_held():
                 protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
