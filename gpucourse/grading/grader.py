@@ -113,6 +113,7 @@ from . import checker, gpulock, launches, protocol, sandbox
 DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
 FSIZE_MB = 256  # largest file a submission may write
+OUTPUT_KEEP = 32 * 1024  # bytes of stdout/stderr kept per stream (first and last half)
 # Where each submission's time goes, for benchmarks/grading_throughput.py: with $GPUCOURSE_GRADE_TRACE set (in the
 # grader's environment; workers never see it), one JSON line per event is appended to that file.
 TRACE_ENV = "GPUCOURSE_GRADE_TRACE"
@@ -127,7 +128,7 @@ def _trace(submission: str, event: str, **fields) -> None:
     line = json.dumps({"t": round(time.monotonic(), 4), "submission": submission, "event": event, **fields})
     with _trace_lock, open(path, "a") as f:
         f.write(line + "\n")
-OUTPUT_KEEP = 32 * 1024  # bytes of stdout/stderr kept per stream (first and last half)
+
 
 SUSPICIOUS = [  # (regex, why a human should look)
     (r"\bgc\s*\.\s*get_objects|\bgc\s*\.\s*get_referr", "walks the garbage collector (gc.get_objects/referrers)"),
