@@ -5,9 +5,9 @@ EXPECTED = {
     "cheat_course_kernel.py": {"status": "failed", "message": "no Triton kernel was launched",
                                "flags": ["imports the course's lessons"]},
     "right_rows.py": {"status": "passed", "message": "all 7 cases passed"},
-    # bf16 partial sums: the cancelling case is built to fail it; random K-long sums fail too, though not always.
-    "wrong_accumulate_bf16.py": {"status": "failed", "message": "cases failed", "fails": [_CANCEL],
-                                 "passes": ["M=1, 256x512"]},
+    # bf16 partial sums: the cancelling case is built to fail it; random K-long sums fail too, though not always
+    # (even the smallest case, M=1 256x512, failed once in CI by one element: no case is expected to pass).
+    "wrong_accumulate_bf16.py": {"status": "failed", "message": "cases failed", "fails": [_CANCEL]},
     # A Triton kernel dequantizes, torch multiplies: a torch op on what the kernel derived from the inputs fails
     # every case (the bf16 rounding alone would show only where large products cancel); the matmul is flagged too.
     "wrong_dequant_bf16_torch_matmul.py": {"status": "failed",
