@@ -1097,7 +1097,6 @@ def _load_bound(name, key, kernels, binding, cpp, functions, flags, verbose, lay
     return module
 
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Skipped launches: what a call leaves when its kernels do nothing (the checker's "not computed by your kernels").
 

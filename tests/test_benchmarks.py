@@ -156,14 +156,9 @@ def test_summary_lists_targets_the_way_record_prints_them():
 
 
 def _gpu_suite():
-    import importlib.util
-    import os
+    from scripts_util import load_script
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "gpu_suite.py")
-    spec = importlib.util.spec_from_file_location("gpu_suite_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/gpu_suite.py", "gpu_suite_under_test")
 
 
 def test_gpu_suite_strips_machine_paths_from_text_and_tracebacks(monkeypatch):

@@ -645,14 +645,9 @@ def test_the_staged_names_are_put_back_in_the_report():
 
 
 def _throughput_benchmark():
-    """benchmarks/grading_throughput.py as a module (benchmarks/ is not a package)."""
-    import importlib.util
+    from scripts_util import load_script
 
-    spec = importlib.util.spec_from_file_location("grading_throughput", os.path.join(
-        os.path.dirname(HERE), "benchmarks", "grading_throughput.py"))
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script("benchmarks/grading_throughput.py")
 
 
 def test_the_trace_says_where_a_submissions_time_went(tmp_path, monkeypatch):

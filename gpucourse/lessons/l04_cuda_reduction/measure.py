@@ -54,8 +54,9 @@ def build_ahead() -> list:
     and shown by the cell itself. GPU mode only; returns the processes (none in CPU mode or when already started)."""
     if not device.on_gpu() or _ahead:
         return []
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    from gpucourse.workbooks import ROOT  # the folder holding the package: importable by a fresh interpreter
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     for what in AHEAD:
         code = f"from {__name__} import _build_one; _build_one({what!r})"
         _ahead.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
