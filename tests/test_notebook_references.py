@@ -25,14 +25,13 @@ NOTEBOOKS = sorted(p for d in ("notebooks", "solutions", "exercises")
 
 
 def _cells(path: str) -> list:
-    """The code cells' sources, with IPython's magics and shell lines left out."""
-    out = []
-    for cell in json.load(open(path, encoding="utf-8"))["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        lines = "".join(cell["source"]).splitlines()
-        out.append("\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines))
-    return out
+    """The code cells' sources as Python, turned so the way IPython does it (magics and shell lines become
+    ``get_ipython()`` calls), as the grader's worker reads a notebook."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from gpucourse.workbooks import code_cells
+
+    return [TransformerManager().transform_cell(source) for source in code_cells(path)]
 
 
 def _import(name: str):
