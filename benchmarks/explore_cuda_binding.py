@@ -165,7 +165,7 @@ def main() -> None:
     os.environ["GPUCOURSE_CACHE"] = os.path.join(cache, "cache")  # before the course reads it: a cold cache
     import torch
 
-    from gpucourse import cuda_build
+    from gpucourse import cuda_build, specs
     from gpucourse.solutions import load_solutions
 
     on_gpu = torch.cuda.is_available()
@@ -228,19 +228,12 @@ def main() -> None:
         print(f"  {name}: per submission today {e['per_submission_today']}, with the object "
               f"{e['per_submission_with_object']}: {e['speedup_cpu']}x less compiler CPU", flush=True)
     rec["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
-    prefix = _gpu_slug(rec["machine"]) if on_gpu else "cpu"
+    prefix = specs.slug() if on_gpu else "cpu"
     out = args.out or os.path.join(ROOT, "benchmarks", "results", f"{prefix}-explore-cuda-binding.json")
     with open(out, "w") as f:
         json.dump(rec, f, indent=1)
     print(f"wrote {out}")
     shutil.rmtree(cache, ignore_errors=True)
-
-
-def _gpu_slug(name: str) -> str:
-    for slug in ("h200", "h100", "a100", "l4", "t4"):
-        if slug in name.lower():
-            return slug
-    return "gpu"
 
 
 if __name__ == "__main__":

@@ -60,17 +60,6 @@ def notebook_summary(seconds: dict, status: dict) -> dict:
             "notebooks_ok": not over and all(v == "ok" for v in status.values())}
 
 
-def slug() -> str:
-    import gpucourse
-    from gpucourse import specs
-
-    spec = specs.current()
-    if spec is None:
-        name = gpucourse.device.hardware_props().name
-        return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return spec.key.lower().replace("-sxm", "")
-
-
 def step(title: str) -> float:
     print(f"\n=== {title}", flush=True)
     return time.perf_counter()
@@ -309,7 +298,7 @@ def main(argv=None) -> int:
         os.environ["GPUCOURSE_CAPABILITY"] = args.capability  # before gpucourse is imported; inherited by kernels
         args.skip_benchmarks = True
     import gpucourse
-    from gpucourse import benchmarks, device
+    from gpucourse import benchmarks, device, specs
 
     if args.capability:
         try:
@@ -322,7 +311,7 @@ def main(argv=None) -> int:
         print("The GPU suite needs a CUDA GPU; this machine runs in CPU mode. Use `make test` here.")
         return 2
     RESULTS.mkdir(parents=True, exist_ok=True)
-    tag = args.tag or slug()
+    tag = args.tag or specs.slug()
     if limit is not None:
         tag += f"-as-{args.capability.lower().replace('.', '')}"
     results = RESULTS / f"{tag}.json"

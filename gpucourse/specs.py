@@ -101,3 +101,15 @@ def current() -> GPUSpec | None:
 
     p = device.hardware_props()  # the chip's own figures, also where $GPUCOURSE_CAPABILITY lowers the capability
     return lookup(p.name) if p else None
+
+
+def slug() -> str:
+    """This GPU's name for results files (``h100`` for ``benchmarks/results/h100.json``): the spec table's key in
+    lower case without "-sxm", else the device's own name made file-safe."""
+    from . import device
+
+    spec = current()
+    if spec is None:
+        name = device.hardware_props().name
+        return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return spec.key.lower().replace("-sxm", "")

@@ -197,7 +197,7 @@ def test_gpu_suite_writes_its_summary_and_leaves_notebook_benchmarks_to_the_note
     monkeypatch.setattr(benchmarks.env, "versions", lambda: {"torch": "x", "mode": "gpu"})
     monkeypatch.delenv("GPUCOURSE_RECORD", raising=False)  # main() sets it; restored afterwards
     monkeypatch.setattr(suite, "RESULTS", tmp_path)
-    monkeypatch.setattr(suite, "slug", lambda: "fake")
+    monkeypatch.setattr("gpucourse.specs.slug", lambda: "fake")
     monkeypatch.setattr(suite, "run_doctor", lambda tag: [])
     monkeypatch.setattr(suite, "run_benchmarks", run_benchmarks)
     monkeypatch.setattr(suite, "run_notebooks", lambda pattern, saved, limit=None: (True, [], {pattern: 2.0}))
@@ -232,7 +232,7 @@ def _fake_suite(suite, tmp_path, monkeypatch, ran, fail=()):
     monkeypatch.setattr(benchmarks.env, "versions", lambda: {"torch": "x", "mode": "gpu"})
     monkeypatch.delenv("GPUCOURSE_RECORD", raising=False)
     monkeypatch.setattr(suite, "RESULTS", tmp_path)
-    monkeypatch.setattr(suite, "slug", lambda: "fake")
+    monkeypatch.setattr("gpucourse.specs.slug", lambda: "fake")
 
     def step(unit, result):
         ran.append(unit)
@@ -424,7 +424,7 @@ def test_gpu_suite_as_a_t4_runs_notebooks_without_recording_and_summarises_them_
     monkeypatch.delenv("GPUCOURSE_RECORD", raising=False)
     monkeypatch.setenv("GPUCOURSE_CAPABILITY", "")  # main() sets it; restored afterwards
     monkeypatch.setattr(suite, "RESULTS", tmp_path)
-    monkeypatch.setattr(suite, "slug", lambda: "fake")
+    monkeypatch.setattr("gpucourse.specs.slug", lambda: "fake")
     monkeypatch.setattr(suite, "run_doctor", lambda tag: [])
     monkeypatch.setattr(suite, "run_benchmarks", lambda *a, **k: pytest.fail("no benchmark runs as another GPU"))
     monkeypatch.setattr(suite, "run_notebooks", run_notebooks)

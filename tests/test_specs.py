@@ -36,3 +36,14 @@ def test_lookup_by_torch_device_name(name, key):
 
 def test_unknown_gpu_is_none():
     assert specs.lookup("NVIDIA Quadro K420") is None
+
+
+def test_slug_names_results_files_after_the_spec_else_the_device(monkeypatch):
+    """specs.slug: the results files' prefix (h100.json) from the spec table, and for a GPU not in it the device's
+    own name made file-safe (the GPU suite and explore_cuda_binding both name their files with it)."""
+    from gpucourse import device
+
+    for name, want in (("NVIDIA H100 80GB HBM3", "h100"), ("Tesla T4", "t4"),
+                       ("Some Future GPU (64 GB)", "some-future-gpu-64-gb")):
+        monkeypatch.setattr(device, "hardware_props", lambda index=None, n=name: device.DeviceProps(n, 9, 0, 1, 1, 1))
+        assert specs.slug() == want
