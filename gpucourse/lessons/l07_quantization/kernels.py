@@ -36,9 +36,9 @@ ACT_DTYPES = (torch.bfloat16, torch.float16)
 # Chosen by benchmarks/explore_quantization.py on an H100 (see its results file); the interpreter gets bigger
 # blocks and fewer programs, which is what makes it fast.
 CONFIGS = {
-    "w8_rows": dict(BLOCK_N=8, BLOCK_W=512, num_warps=4),
+    "w8_rows": dict(BLOCK_N=4, BLOCK_W=256, num_warps=2),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
-    "w4_rows": dict(BLOCK_N=8, BLOCK_W=512, num_warps=4),
+    "w4_rows": dict(BLOCK_N=4, BLOCK_W=256, num_warps=2),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
     "w4_rows_max_m": 3,
@@ -86,106 +86,100 @@ if triton is not None:
         return (u ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
 
     # The M = 1 kernels read the weights as 32-bit words (4 int8 or 8 int4 values each) and take every value out of
-    # its word in place: a field at bit P (P + bits <= 23) is ANDed out and ORed into the mantissa of 2**23, which
-    # makes the float 2**23 + u * 2**P; one subtraction leaves (u - offset) * 2**P = q * 2**P, and x is multiplied
-    # by 2**-P beforehand (exact: a power of two), so the product is q * x. Per weight that is one logic op, one
-    # subtraction and one multiply-add. MAGIC (0x4B000000) is passed as an argument, not written as a constant, so
-    # the compiler keeps it in one register and the masks stay immediates of the logic op; written as a constant,
-    # ptxas holds the masks in registers instead and reloads them when registers run short.
+    # its word in place: the field at bit P is ANDed out and ORed into the mantissa of the float 2**(23 - P), whose
+    # last mantissa place is then worth 2**-P, so the float is 2**(23 - P) + u exactly (u: the field, 0..2**bits - 1,
+    # P + bits <= 23); one subtraction of 2**(23 - P) + offset leaves the signed value. Per weight: one logic op, one
+    # subtraction, one multiply-add. MAGIC (0x4B000000, the bits of 2**23) is an argument, not a constant, so the
+    # compiler keeps the exponents in registers and the masks are immediates of the logic op (written as
+    # constants, ptxas holds the masks in registers instead and reloads them when registers run short).
     @triton.jit
     def field_to_float(v, P: tl.constexpr, BITS: tl.constexpr, MAGIC):
-        """The BITS-bit field of v at bit P, in offset binary (value + 2**(BITS-1)), as float32 value * 2**P."""
+        """The BITS-bit field of v at bit P, in offset binary (value + 2**(BITS-1)), as its float32 value."""
         MASK: tl.constexpr = ((1 << BITS) - 1) << P
-        C: tl.constexpr = 8388608.0 + float((1 << (BITS - 1)) << P)
-        return ((v & MASK) | MAGIC).to(tl.float32, bitcast=True) - C
+        C: tl.constexpr = float((1 << (23 - P)) + (1 << (BITS - 1)))
+        return ((v & MASK) | (MAGIC - (P << 23))).to(tl.float32, bitcast=True) - C
+
+    # x in planes. Word w of a weight row holds columns PER*w .. PER*w + PER-1, so the GEMV multiplies field j of
+    # every word by x[PER*w + j]: a stride-PER gather. Loaded that way, x gets a layout of its own, and Triton moves
+    # it through shared memory into the words' layout at every step of the loop (Triton 3.6, the course H100's:
+    # shared-memory traffic and 127-160 registers a thread, measured 28-31 µs for 8192 x 8192 int4, issue-bound). So
+    # x is first rewritten as PER planes of float32, plane j holding x[PER*w + j] (M * K * 4 bytes, one small
+    # kernel): every load in the GEMV's loop is then contiguous along the words and shares their layout.
+    @triton.jit
+    def x_planes_kernel(x_ptr, out_ptr, KW, stride_xm, PER: tl.constexpr, BLOCK: tl.constexpr):
+        m = tl.program_id(1)
+        w = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = (w < KW)[:, None]
+        j = tl.arange(0, PER)[None, :]
+        xx = tl.load(x_ptr + m * stride_xm + PER * w[:, None] + j, mask=ok, other=0.0)
+        tl.store(out_ptr + m * PER * KW + j * KW + w[:, None], xx.to(tl.float32), mask=ok)
 
     @triton.jit
-    def split_pairs(xx, W: tl.constexpr, PER: tl.constexpr):
-        """(W, PER) -> (xx[:, 0::2], xx[:, 1::2]), each (W, PER // 2): a split in registers (each thread holds a
-        row of PER values)."""
-        return tl.split(tl.reshape(xx, (W, PER // 2, 2)))
-
-    @triton.jit
-    def w8a16_rows_kernel(x_ptr, w_ptr, s_ptr, out_ptr, N, KW, stride_xm, stride_wn, stride_om, MAGIC,
-                          BLOCK_N: tl.constexpr, BLOCK_W: tl.constexpr, EVEN: tl.constexpr):
-        """y[m, n] = s[n] * sum_k q[n, k] x[m, k], one program per (row of x, BLOCK_N weight rows); w_ptr: int32
-        words, 4 int8 each (byte j = column 4w + j); KW words per row."""
+    def w8a16_rows_kernel(xp_ptr, w_ptr, s_ptr, out_ptr, N, KW, stride_wn, stride_om, MAGIC,
+                          BLOCK_N: tl.constexpr, BLOCK_W: tl.constexpr):
+        """y[m, n] = s[n] * sum_k q[n, k] x[m, k]: one program per (row of x, BLOCK_N weight rows). w_ptr: int32
+        words, 4 int8 each (byte j of word w: column 4w + j); xp_ptr: x in 4 planes (x_planes)."""
         m = tl.program_id(0)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        # Words load one 4-byte element per thread and step, as x's values and the accumulator are laid out: a
-        # vector load would give the tile another layout than x's, and Triton would reshuffle x through shared
-        # memory every step. A warp still reads 128 contiguous bytes of a row per load.
-        rw = tl.max_contiguous(tl.arange(0, BLOCK_W), 1)
+        rw = tl.arange(0, BLOCK_W)
         w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
-        x_row = x_ptr + m * stride_xm
+        xp = xp_ptr + m * 4 * KW
+        n_ok = (rn < N)[:, None]
         acc = tl.zeros((BLOCK_N, BLOCK_W), dtype=tl.float32)
         for w0 in range(0, KW, BLOCK_W):
             ww = w0 + rw
-            wx = w0 + tl.arange(0, BLOCK_W)
-            if EVEN:
-                u = tl.load(w_rows + ww[None, :])
-                xx = tl.load(x_row + 4 * wx[:, None] + tl.arange(0, 4)[None, :])  # x of each word, 8 bytes
-            else:
-                u = tl.load(w_rows + ww[None, :], mask=(rn < N)[:, None] & (ww < KW)[None, :], other=0)
-                xx = tl.load(x_row + 4 * wx[:, None] + tl.arange(0, 4)[None, :], mask=(wx < KW)[:, None], other=0.0)
-            xe, xo = split_pairs(xx.to(tl.float32), BLOCK_W, 4)
-            x0, x2 = tl.split(xe)
-            x1, x3 = tl.split(xo)
+            k_ok = ww < KW
+            u = tl.load(w_rows + ww[None, :], mask=n_ok & k_ok[None, :], other=0)
             lo = u ^ -2139062144  # 0x80808080: every byte becomes q + 128, 0..255
-            hi = lo >> 16  # bytes 2 and 3 moved down to bits 0..15
-            acc += field_to_float(lo, 0, 8, MAGIC) * x0[None, :]
-            acc += field_to_float(lo, 8, 8, MAGIC) * (x1 * 0.00390625)[None, :]  # 2**-8
-            acc += field_to_float(hi, 0, 8, MAGIC) * x2[None, :]
-            acc += field_to_float(hi, 8, 8, MAGIC) * (x3 * 0.00390625)[None, :]
+            hi = lo >> 16  # bytes 2 and 3 down to bits 0..15 (bit 23 belongs to the exponent)
+            acc += field_to_float(lo, 0, 8, MAGIC) * tl.load(xp + ww, mask=k_ok, other=0.0)[None, :]
+            acc += field_to_float(lo, 8, 8, MAGIC) * tl.load(xp + KW + ww, mask=k_ok, other=0.0)[None, :]
+            acc += field_to_float(hi, 0, 8, MAGIC) * tl.load(xp + 2 * KW + ww, mask=k_ok, other=0.0)[None, :]
+            acc += field_to_float(hi, 8, 8, MAGIC) * tl.load(xp + 3 * KW + ww, mask=k_ok, other=0.0)[None, :]
         y = tl.sum(acc, axis=1) * tl.load(s_ptr + rn, mask=rn < N, other=0.0)  # one scale per row, once
         tl.store(out_ptr + m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=rn < N)
 
     @triton.jit
-    def w4a16_rows_kernel(x_ptr, w_ptr, s_ptr, out_ptr, N, KW, stride_xm, stride_wn, stride_sn, stride_om, MAGIC,
-                          GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_W: tl.constexpr, EVEN: tl.constexpr):
-        """The int4 twin: w_ptr int32 words of 8 nibbles (nibble i at bits 4i = column 8w + i), one scale per
-        GROUP columns (GROUP // 8 words), applied to each word's partial sum."""
+    def w4a16_step(u, s, xp, ww, k_ok, KW, MAGIC):
+        """One step of the int4 rows kernel: words u (BLOCK_N, BLOCK_W), their group scales s, x planes at ww."""
+        lo = u ^ -2004318072  # 0x88888888: every nibble becomes q + 8, 0..15
+        hi = lo >> 12  # nibbles 5, 6, 7 (bits 20..31) to bits 8..19; nibbles 0..4 are used in place
+        part = field_to_float(lo, 0, 4, MAGIC) * tl.load(xp + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(lo, 4, 4, MAGIC) * tl.load(xp + KW + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(lo, 8, 4, MAGIC) * tl.load(xp + 2 * KW + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(lo, 12, 4, MAGIC) * tl.load(xp + 3 * KW + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(lo, 16, 4, MAGIC) * tl.load(xp + 4 * KW + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(hi, 8, 4, MAGIC) * tl.load(xp + 5 * KW + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(hi, 12, 4, MAGIC) * tl.load(xp + 6 * KW + ww, mask=k_ok, other=0.0)[None, :]
+        part += field_to_float(hi, 16, 4, MAGIC) * tl.load(xp + 7 * KW + ww, mask=k_ok, other=0.0)[None, :]
+        return part * s  # a word's 8 columns share one group (GROUP >= 32): its scale, in float32
+
+    @triton.jit
+    def w4a16_rows_kernel(xp_ptr, w_ptr, s_ptr, out_ptr, N, KW, stride_wn, stride_sn, stride_om, MAGIC,
+                          GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_W: tl.constexpr):
+        """The int4 twin: w_ptr int32 words of 8 nibbles (nibble j of word w at bits 4j: column 8w + j), one scale
+        per GROUP columns (GROUP // 8 words); xp_ptr: x in 8 planes. The next step's words and scales are loaded
+        before this step's arithmetic (a double buffer in registers), so they are on their way meanwhile."""
         WPG: tl.constexpr = GROUP // 8
         m = tl.program_id(0)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rw = tl.max_contiguous(tl.arange(0, BLOCK_W), 1)  # see w8a16_rows_kernel
         w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
         s_rows = s_ptr + rn.to(tl.int64)[:, None] * stride_sn
-        x_row = x_ptr + m * stride_xm
+        xp = xp_ptr + m * 8 * KW
+        n_ok = (rn < N)[:, None]
+        ww = tl.arange(0, BLOCK_W)
+        k_ok = ww < KW
+        u = tl.load(w_rows + ww[None, :], mask=n_ok & k_ok[None, :], other=0)
+        s = tl.load(s_rows + (ww // WPG)[None, :], mask=n_ok & k_ok[None, :], other=0.0)
         acc = tl.zeros((BLOCK_N, BLOCK_W), dtype=tl.float32)
         for w0 in range(0, KW, BLOCK_W):
-            ww = w0 + rw
-            wx = w0 + tl.arange(0, BLOCK_W)
-            if EVEN:
-                u = tl.load(w_rows + ww[None, :])
-                s = tl.load(s_rows + (ww // WPG)[None, :])
-                xx = tl.load(x_row + 8 * wx[:, None] + tl.arange(0, 8)[None, :])  # x of each word, 16 bytes
-            else:
-                ok = (rn < N)[:, None] & (ww < KW)[None, :]
-                u = tl.load(w_rows + ww[None, :], mask=ok, other=0)
-                s = tl.load(s_rows + (ww // WPG)[None, :], mask=ok, other=0.0)
-                xx = tl.load(x_row + 8 * wx[:, None] + tl.arange(0, 8)[None, :], mask=(wx < KW)[:, None], other=0.0)
-            xe, xo = split_pairs(xx.to(tl.float32), BLOCK_W, 8)  # (x0, x2, x4, x6), (x1, x3, x5, x7)
-            xe0, xe1 = split_pairs(xe, BLOCK_W, 4)
-            xo0, xo1 = split_pairs(xo, BLOCK_W, 4)
-            x0, x4 = tl.split(xe0)
-            x2, x6 = tl.split(xe1)
-            x1, x5 = tl.split(xo0)
-            x3, x7 = tl.split(xo1)
-            lo = u ^ -2004318072  # 0x88888888: every nibble becomes q + 8, 0..15
-            hi = lo >> 12  # nibbles 5, 6, 7 (bits 20..31) moved to bits 8..19
-            # nibbles 0..4 in place (bits 0..19); x times 2**-P for a field at bit P
-            part = field_to_float(lo, 0, 4, MAGIC) * x0[None, :]
-            part += field_to_float(lo, 4, 4, MAGIC) * (x1 * 0.0625)[None, :]
-            part += field_to_float(lo, 8, 4, MAGIC) * (x2 * 0.00390625)[None, :]
-            part += field_to_float(lo, 12, 4, MAGIC) * (x3 * 0.000244140625)[None, :]
-            part += field_to_float(lo, 16, 4, MAGIC) * (x4 * 0.0000152587890625)[None, :]
-            part += field_to_float(hi, 8, 4, MAGIC) * (x5 * 0.00390625)[None, :]
-            part += field_to_float(hi, 12, 4, MAGIC) * (x6 * 0.000244140625)[None, :]
-            part += field_to_float(hi, 16, 4, MAGIC) * (x7 * 0.0000152587890625)[None, :]
-            acc += part * s  # a word's 8 columns share one group: its scale, in float32
-        y = tl.sum(acc, axis=1)
-        tl.store(out_ptr + m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=rn < N)
+            w_next = ww + BLOCK_W
+            ok_next = w_next < KW
+            u_next = tl.load(w_rows + w_next[None, :], mask=n_ok & ok_next[None, :], other=0)
+            s_next = tl.load(s_rows + (w_next // WPG)[None, :], mask=n_ok & ok_next[None, :], other=0.0)
+            acc += w4a16_step(u, s, xp, ww, k_ok, KW, MAGIC)
+            u, s, ww, k_ok = u_next, s_next, w_next, ok_next
+        tl.store(out_ptr + m * stride_om + rn, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=rn < N)
 
     @triton.jit
     def w8a16_kernel(x_ptr, q_ptr, s_ptr, out_ptr, M, N, K, stride_xm, stride_qn, stride_om,
@@ -306,6 +300,15 @@ def _words(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int32)
 
 
+def x_planes(x: torch.Tensor, per: int) -> torch.Tensor:
+    """x (M, K), K a multiple of ``per``, as float32 planes (M, per, K // per): plane j holds x[:, per*w + j]."""
+    m, k = x.shape
+    out = torch.empty(m, per, k // per, dtype=torch.float32, device=x.device)
+    block = 64 if INTERPRETED else 256
+    x_planes_kernel[(triton.cdiv(k // per, block), m)](x, out, k // per, x.stride(0), PER=per, BLOCK=block)
+    return out
+
+
 def _need_triton():
     if triton is None:
         raise RuntimeError("the quantized GEMV kernels need Triton (Linux); it is not installed here")
@@ -366,9 +369,8 @@ def w8a16_gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, **config) 
         words = _words(q)
         kw = words.shape[1]
         w8a16_rows_kernel[(m, triton.cdiv(n, c["BLOCK_N"]))](
-            x, words, scale, out, n, kw, x.stride(0), words.stride(0), out.stride(0), MAGIC,
-            BLOCK_N=c["BLOCK_N"], BLOCK_W=c["BLOCK_W"], EVEN=n % c["BLOCK_N"] == 0 and kw % c["BLOCK_W"] == 0,
-            **warps)
+            x_planes(x, 4), words, scale, out, n, kw, words.stride(0), out.stride(0), MAGIC,
+            BLOCK_N=c["BLOCK_N"], BLOCK_W=c["BLOCK_W"], **warps)
         return out
     block_m = 1 if rows else c["BLOCK_M"]
     grid = (m if rows else triton.cdiv(m, block_m), triton.cdiv(n, c["BLOCK_N"]))
@@ -413,11 +415,9 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     if rows:
         words = _words(packed)
-        kw = words.shape[1]
         w4a16_rows_kernel[(m, triton.cdiv(n, c["BLOCK_N"]))](
-            x, words, scales, out, n, kw, x.stride(0), words.stride(0), scales.stride(0), out.stride(0), MAGIC,
-            GROUP=group_size, BLOCK_N=c["BLOCK_N"], BLOCK_W=c["BLOCK_W"],
-            EVEN=n % c["BLOCK_N"] == 0 and kw % c["BLOCK_W"] == 0, **warps)
+            x_planes(x, 8), words, scales, out, n, words.shape[1], words.stride(0), scales.stride(0), out.stride(0),
+            MAGIC, GROUP=group_size, BLOCK_N=c["BLOCK_N"], BLOCK_W=c["BLOCK_W"], **warps)
         return out
     per_step = max(1, c.get("BLOCK_K", group_size) // group_size)
     block_m = 1 if rows else c["BLOCK_M"]
