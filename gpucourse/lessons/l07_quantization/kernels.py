@@ -11,12 +11,15 @@ int4 weights, dequantized in registers and accumulated in float32.
 * *rows* (small M, the decode case): each program owns ``BLOCK_N`` output rows and one row of ``x``; it streams
   its weight rows through registers, multiplies in float32 on the CUDA cores and reduces once at the end. Programs
   that share a weight tile but not a row of ``x`` run next to each other, so for M > 1 the tile comes from L2.
+  The int4 one (:func:`w4a16_rows_kernel`) reads 32-bit words of 8 nibbles and takes x from planes that a small
+  kernel writes first (:func:`x_planes`, why: above ``x_planes_kernel``).
 * *dot* (larger M): tiles of ``BLOCK_M`` rows of x against ``BLOCK_N`` weight rows on tensor cores (``tl.dot`` on
   bf16 operands: the int8/int4 values are exact in bf16, products are exact in float32, the sum is float32).
 
 The weights dominate the bytes moved (N*K for int8, N*K/2 for int4 against 2*N*K for bf16); at M = 1 the kernel is
-memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`). Block sizes come from :data:`CONFIGS`
-(measured on an H100, see ``benchmarks/explore_quantization.py``) and can be overridden per call.
+memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`), as long as the arithmetic per weight keeps
+up: at 4 bits a weight, it is what bounds these kernels on an H100 (``benchmarks/explore_quant_planes.py``). Block
+sizes come from :data:`CONFIGS` and can be overridden per call.
 """
 from __future__ import annotations
 
@@ -33,18 +36,19 @@ except ImportError:  # no Triton (macOS/Windows): the kernels are unavailable, t
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 ACT_DTYPES = (torch.bfloat16, torch.float16)
 
-# Chosen by benchmarks/explore_quantization.py on an H100 (see its results file); the interpreter gets bigger
-# blocks and fewer programs, which is what makes it fast.
+# Chosen on an H100 by benchmarks/explore_quantization.py (int8, dot paths) and explore_quant_inplace.py (int4 rows
+# and the rows/dot crossovers; results/h100-explore-quant-inplace-planes.json). The interpreter gets bigger blocks
+# and fewer programs, which is what makes it fast.
 CONFIGS = {
-    "w8_rows": dict(BLOCK_N=4, BLOCK_W=256, num_warps=2),
+    "w8_rows": dict(BLOCK_N=8, BLOCK_K=1024, STAGES=3, num_warps=4),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
-    "w4_rows": dict(BLOCK_N=4, BLOCK_W=256, num_warps=2),
+    "w4_rows": dict(BLOCK_N=4, BLOCK_W=128, num_warps=1),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
-    "w4_rows_max_m": 3,
+    "w4_rows_max_m": 4,
 }
 CPU_CONFIGS = {
-    "w8_rows": dict(BLOCK_N=32, BLOCK_W=64),
+    "w8_rows": dict(BLOCK_N=32, BLOCK_K=256, STAGES=1),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64),
     "w4_rows": dict(BLOCK_N=32, BLOCK_W=32),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32),
@@ -113,31 +117,6 @@ if triton is not None:
         j = tl.arange(0, PER)[None, :]
         xx = tl.load(x_ptr + m * stride_xm + PER * w[:, None] + j, mask=ok, other=0.0)
         tl.store(out_ptr + m * PER * KW + j * KW + w[:, None], xx.to(tl.float32), mask=ok)
-
-    @triton.jit
-    def w8a16_rows_kernel(xp_ptr, w_ptr, s_ptr, out_ptr, N, KW, stride_wn, stride_om, MAGIC,
-                          BLOCK_N: tl.constexpr, BLOCK_W: tl.constexpr):
-        """y[m, n] = s[n] * sum_k q[n, k] x[m, k]: one program per (row of x, BLOCK_N weight rows). w_ptr: int32
-        words, 4 int8 each (byte j of word w: column 4w + j); xp_ptr: x in 4 planes (x_planes)."""
-        m = tl.program_id(0)
-        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rw = tl.arange(0, BLOCK_W)
-        w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
-        xp = xp_ptr + m * 4 * KW
-        n_ok = (rn < N)[:, None]
-        acc = tl.zeros((BLOCK_N, BLOCK_W), dtype=tl.float32)
-        for w0 in range(0, KW, BLOCK_W):
-            ww = w0 + rw
-            k_ok = ww < KW
-            u = tl.load(w_rows + ww[None, :], mask=n_ok & k_ok[None, :], other=0)
-            lo = u ^ -2139062144  # 0x80808080: every byte becomes q + 128, 0..255
-            hi = lo >> 16  # bytes 2 and 3 down to bits 0..15 (bit 23 belongs to the exponent)
-            acc += field_to_float(lo, 0, 8, MAGIC) * tl.load(xp + ww, mask=k_ok, other=0.0)[None, :]
-            acc += field_to_float(lo, 8, 8, MAGIC) * tl.load(xp + KW + ww, mask=k_ok, other=0.0)[None, :]
-            acc += field_to_float(hi, 0, 8, MAGIC) * tl.load(xp + 2 * KW + ww, mask=k_ok, other=0.0)[None, :]
-            acc += field_to_float(hi, 8, 8, MAGIC) * tl.load(xp + 3 * KW + ww, mask=k_ok, other=0.0)[None, :]
-        y = tl.sum(acc, axis=1) * tl.load(s_ptr + rn, mask=rn < N, other=0.0)  # one scale per row, once
-        tl.store(out_ptr + m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=rn < N)
 
     @triton.jit
     def w4a16_step(u, s, xp, ww, k_ok, KW, MAGIC):
@@ -227,9 +206,10 @@ if triton is not None:
             tl.store(out_ptr + pid_m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
 
     @triton.jit
-    def w4a16_kernel(x_ptr, p_ptr, s_ptr, out_ptr, M, N, K, stride_xm, stride_pn, stride_sn, stride_om,
-                     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS_PER_STEP: tl.constexpr,
-                     DOT: tl.constexpr, EVEN_G: tl.constexpr, INTERPRETED: tl.constexpr, STAGES: tl.constexpr = 1):
+    def w4a16_dot_kernel(x_ptr, p_ptr, s_ptr, out_ptr, M, N, K, stride_xm, stride_pn, stride_sn, stride_om,
+                         GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRETED: tl.constexpr):
+        """The tensor-core path (M above the rows path's range): a group of columns per step, its even and odd
+        columns as two dots, the group's scale applied to their float32 sum."""
         HALF: tl.constexpr = GROUP // 2  # bytes per group and row
         n_groups = K // GROUP
         pid_m = tl.program_id(0)
@@ -238,55 +218,27 @@ if triton is not None:
         rj = tl.arange(0, HALF)
         p_rows = p_ptr + rn.to(tl.int64)[:, None] * stride_pn
         s_rows = s_ptr + rn.to(tl.int64) * stride_sn
-        if DOT:
-            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            m_ok = rm < M
-            x_rows = x_ptr + rm[:, None] * stride_xm
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for g in range(0, n_groups):
-                byte = g * HALF + rj
-                b = tl.load(p_rows + byte[None, :], mask=n_ok[:, None], other=0).to(tl.int32)  # (BN, HALF)
-                lo = (b << 28) >> 28  # q[:, 2j]: sign-extended low nibble
-                hi = b >> 4  # q[:, 2j+1]: arithmetic shift keeps the sign
-                xe = tl.load(x_rows + 2 * byte[None, :], mask=m_ok[:, None], other=0.0)  # x[:, 2j]
-                xo = tl.load(x_rows + 2 * byte[None, :] + 1, mask=m_ok[:, None], other=0.0)  # x[:, 2j+1]
-                if INTERPRETED:
-                    part = tl.dot(xe.to(tl.float32), tl.trans(lo.to(tl.float32)), input_precision="ieee")
-                    part = tl.dot(xo.to(tl.float32), tl.trans(hi.to(tl.float32)), part, input_precision="ieee")
-                else:
-                    part = tl.dot(xe, tl.trans(lo.to(xe.dtype)))
-                    part = tl.dot(xo, tl.trans(hi.to(xo.dtype)), part)
-                s = tl.load(s_rows + g, mask=n_ok, other=0.0)
-                acc += part * s[None, :]
-            tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
-                     mask=m_ok[:, None] & n_ok[None, :])
-        else:
-            x_row = x_ptr + pid_m * stride_xm
-            rg = tl.arange(0, GROUPS_PER_STEP)
-            r2 = tl.arange(0, 2)
-            acc = tl.zeros((BLOCK_N, GROUPS_PER_STEP, HALF), dtype=tl.float32)
-            for g0 in tl.range(0, n_groups, GROUPS_PER_STEP, num_stages=STAGES):
-                gg = g0 + rg
-                byte = gg[:, None] * HALF + rj[None, :]  # (GROUPS_PER_STEP, HALF)
-                # x[2j] and x[2j+1] read as one contiguous run, then split: two stride-2 loads are slower
-                x_pair = x_row + 2 * byte[:, :, None] + r2[None, None, :]
-                if EVEN_G:
-                    b = tl.load(p_rows[:, :, None] + byte[None, :, :], mask=n_ok[:, None, None], other=0)
-                    xe, xo = tl.split(tl.load(x_pair))
-                    s = tl.load(s_rows[:, None] + gg[None, :], mask=n_ok[:, None], other=0.0)
-                else:
-                    g_ok = gg < n_groups
-                    b = tl.load(p_rows[:, :, None] + byte[None, :, :], mask=n_ok[:, None, None] &
-                                g_ok[None, :, None], other=0)
-                    xe, xo = tl.split(tl.load(x_pair, mask=g_ok[:, None, None], other=0.0))
-                    s = tl.load(s_rows[:, None] + gg[None, :], mask=n_ok[:, None] & g_ok[None, :], other=0.0)
-                b = b.to(tl.int32)
-                lo = nibble_to_float(b & 0xF)  # q[:, 2j]
-                hi = nibble_to_float((b >> 4) & 0xF)  # q[:, 2j+1]
-                part = lo * xe.to(tl.float32)[None, :, :] + hi * xo.to(tl.float32)[None, :, :]
-                acc += part * s[:, :, None]
-            y = tl.sum(tl.sum(acc, axis=2), axis=1)
-            tl.store(out_ptr + pid_m * stride_om + rn, y.to(out_ptr.dtype.element_ty), mask=n_ok)
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_ok = rm < M
+        x_rows = x_ptr + rm[:, None] * stride_xm
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for g in range(0, n_groups):
+            byte = g * HALF + rj
+            b = tl.load(p_rows + byte[None, :], mask=n_ok[:, None], other=0).to(tl.int32)  # (BN, HALF)
+            lo = (b << 28) >> 28  # q[:, 2j]: sign-extended low nibble
+            hi = b >> 4  # q[:, 2j+1]: arithmetic shift keeps the sign
+            xe = tl.load(x_rows + 2 * byte[None, :], mask=m_ok[:, None], other=0.0)  # x[:, 2j]
+            xo = tl.load(x_rows + 2 * byte[None, :] + 1, mask=m_ok[:, None], other=0.0)  # x[:, 2j+1]
+            if INTERPRETED:
+                part = tl.dot(xe.to(tl.float32), tl.trans(lo.to(tl.float32)), input_precision="ieee")
+                part = tl.dot(xo.to(tl.float32), tl.trans(hi.to(tl.float32)), part, input_precision="ieee")
+            else:
+                part = tl.dot(xe, tl.trans(lo.to(xe.dtype)))
+                part = tl.dot(xo, tl.trans(hi.to(xo.dtype)), part)
+            s = tl.load(s_rows + g, mask=n_ok, other=0.0)
+            acc += part * s[None, :]
+        tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
+                 mask=m_ok[:, None] & n_ok[None, :])
 
 
 MAGIC = 0x4B000000  # the bits of the float 2**23 (field_to_float)
@@ -294,7 +246,7 @@ MAGIC = 0x4B000000  # the bits of the float 2**23 (field_to_float)
 
 def _words(t: torch.Tensor) -> torch.Tensor:
     """A contiguous 1-byte (N, K) tensor, K a multiple of 4, as int32 words (N, K // 4); copied first if its start
-    is not 4-byte aligned (a view that begins mid-word)."""
+    is not 16-byte aligned (a view that begins mid-row, say), which a word view would refuse or load slowly."""
     if t.data_ptr() % 16:
         t = t.clone()
     return t.view(torch.int32)
@@ -360,18 +312,6 @@ def w8a16_gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, **config) 
     c = dict(cfg["w8_rows" if rows else "w8_dot"], **config)
     warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    if rows:
-        if k % 4:  # whole words per row: pad K with zero columns (x too), which add nothing to the sums
-            qp = torch.zeros(n, k + 4 - k % 4, dtype=q.dtype, device=q.device)
-            xp = torch.zeros(m, k + 4 - k % 4, dtype=x.dtype, device=x.device)
-            qp[:, :k], xp[:, :k] = q, x
-            q, x = qp, xp
-        words = _words(q)
-        kw = words.shape[1]
-        w8a16_rows_kernel[(m, triton.cdiv(n, c["BLOCK_N"]))](
-            x_planes(x, 4), words, scale, out, n, kw, words.stride(0), out.stride(0), MAGIC,
-            BLOCK_N=c["BLOCK_N"], BLOCK_W=c["BLOCK_W"], **warps)
-        return out
     block_m = 1 if rows else c["BLOCK_M"]
     grid = (m if rows else triton.cdiv(m, block_m), triton.cdiv(n, c["BLOCK_N"]))
     w8a16_kernel[grid](x, q, scale, out, m, n, k, x.stride(0), q.stride(0), out.stride(0),
@@ -419,13 +359,10 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
             x_planes(x, 8), words, scales, out, n, words.shape[1], words.stride(0), scales.stride(0), out.stride(0),
             MAGIC, GROUP=group_size, BLOCK_N=c["BLOCK_N"], BLOCK_W=c["BLOCK_W"], **warps)
         return out
-    per_step = max(1, c.get("BLOCK_K", group_size) // group_size)
-    block_m = 1 if rows else c["BLOCK_M"]
-    grid = (m if rows else triton.cdiv(m, block_m), triton.cdiv(n, c["BLOCK_N"]))
-    w4a16_kernel[grid](x, packed.view(torch.int8), scales, out, m, n, k, x.stride(0), packed.stride(0),
-                       scales.stride(0), out.stride(0), GROUP=group_size, BLOCK_M=block_m, BLOCK_N=c["BLOCK_N"],
-                       GROUPS_PER_STEP=per_step, DOT=not rows, EVEN_G=(k // group_size) % per_step == 0,
-                       INTERPRETED=INTERPRETED, STAGES=c.get("STAGES", 1), **warps)
+    grid = (triton.cdiv(m, c["BLOCK_M"]), triton.cdiv(n, c["BLOCK_N"]))
+    w4a16_dot_kernel[grid](x, packed.view(torch.int8), scales, out, m, n, k, x.stride(0), packed.stride(0),
+                           scales.stride(0), out.stride(0), GROUP=group_size, BLOCK_M=c["BLOCK_M"], BLOCK_N=c["BLOCK_N"],
+                           INTERPRETED=INTERPRETED, **warps)
     return out
 
 
