@@ -42,3 +42,38 @@ def show_profile() -> dict:
           f"{p['words_best_i4']:.2f}x bf16, against {p['lesson_i4_range'][0]:.2f}-{p['lesson_i4_range'][1]:.2f}x for "
           f"the lesson kernel in the same runs")
     return p
+
+
+ACCESS = "h100-explore-quant-access.json"  # benchmarks/explore_quant_access.py
+PLANES = "h100-explore-quant-planes2.json"  # benchmarks/explore_quant_planes.py, second run
+
+
+def rounds() -> dict:
+    """What the later rounds recorded on 8192 x 8192 at M = 1 (µs, L2 flushed by a read): reading the int4 bytes
+    alone in the GEMV's order, the int4 kernels before and after x moved into planes, and bf16 cuBLAS."""
+    acc, pl = benchmarks.recorded(ACCESS), benchmarks.recorded(PLANES)
+    row = next(r for r in pl["rows"] if r["shape"] == [8192, 8192])
+    alone = {k: v for k, v in row["us"].items() if k.startswith("planes GEMV alone")}
+    both = {k: v for k, v in row["us"].items() if k.startswith("planes + GEMV")}
+    return {"device": acc["device"], "torch": acc["torch"], "triton": acc["triton"],
+            "read_only": acc["us"]["rows BN4 BW256 w2"], "words_split": acc["us"]["int4 BN4 BW256 w2"],
+            "bytes_pairs": row["us"]["int4 workbook (before)"], "planes_alone": min(alone.values()),
+            "planes_both": min(both.values()), "reorder": row["us"]["x planes alone"],
+            "bf16": row["us"]["bf16 cuBLAS"]}
+
+
+def show_rounds() -> dict:
+    """Print :func:`rounds` as a table (and return it)."""
+    r = rounds()
+    print(f"recorded on an {r['device']} (torch {r['torch']}, triton {r['triton']}), not measured here; "
+          f"8192 x 8192, M = 1, µs with L2 flushed by a read (best configuration of each)")
+    lines = (("read the int4 words only, in the GEMV's order (no arithmetic)", r["read_only"]),
+             ("int4 GEMV: bytes, x pairs split in registers (before)", r["bytes_pairs"]),
+             ("int4 GEMV: words, x split in registers", r["words_split"]),
+             ("int4 GEMV: words, x already in planes", r["planes_alone"]),
+             ("reorder x into planes (a small kernel of its own)", r["reorder"]),
+             ("reorder + int4 GEMV (what a caller pays)", r["planes_both"]),
+             ("bf16 F.linear (cuBLAS)", r["bf16"]))
+    for label, us in lines:
+        print(f"  {label:64s} {us:6.1f}")
+    return r
