@@ -30,7 +30,7 @@ for _ in range(3):
         F.linear(x, w)
     if "i8" in which:
         kernels.w8a16_gemv(x, q8, s8)
-    if "i4" in which:
+    if "i4" in which:  # the lesson kernel: x planes, then the words kernel
         kernels.w4a16_gemv(x, p4, s4, 128)
     if "words" in which:
         e.run_words(x, p4.view(torch.int32), s4, 4, 16, 4, 16, 4, 3, 1, False)
