@@ -291,3 +291,27 @@ def test_recorded_profile_prints_the_committed_ncu_figures(capsys):
     assert 25 <= dram4 <= 40 and 65 <= dram8 <= 80
     assert 8 <= ncu["w4a16_instructions"]["thread_instructions_per_weight"] <= 10
     assert p["words_best_i4"] <= p["lesson_i4_range"][1] * 1.05
+
+
+def test_recorded_rounds_print_the_committed_runs_and_back_the_prose(capsys):
+    """Section 4's second table: the rounds that separated reading from computing (committed H100 results) and the
+    Nsight Compute line on the planes kernel. The prose reads from them: reading the words alone takes about 15 µs,
+    every GEMV takes longer, x in planes is the fastest int4 GEMV, and the planes kernel runs about five instructions
+    per weight with DRAM about half busy and 127 registers a thread."""
+    from gpucourse.lessons.l07_quantization import recorded
+
+    r = recorded.show_rounds()
+    out = capsys.readouterr().out
+    assert "not measured here" in out and "H100" in out
+    assert f"{r['read_only']:6.1f}" in out and f"{r['planes_alone']:6.1f}" in out
+    assert 14 < r["read_only"] < 16
+    gemvs = (r["bytes_pairs"], r["words_split"], r["planes_alone"], r["planes_both"])
+    assert all(g > r["read_only"] for g in gemvs)
+    assert r["planes_alone"] == min(r["bytes_pairs"], r["words_split"], r["planes_alone"])
+    assert r["planes_both"] < r["bytes_pairs"] and r["bf16"] > 2 * r["planes_alone"]
+    k = r["ncu"]
+    per_weight = k["warp_instructions"] * 32 / 8192 ** 2
+    assert 4.5 < per_weight < 5.5 and f"{per_weight:.1f} instructions per weight" in out
+    assert 40 <= k["dram_pct"] <= 60 and k["registers"] == 127
+    ncu = recorded.ncu_planes()
+    assert set(ncu) == {"w8a16_kernel", "x_planes_kernel", "w4a16_rows_kernel"}

@@ -45,6 +45,7 @@ def show_profile() -> dict:
 
 
 ACCESS = "h100-explore-quant-access.json"  # benchmarks/explore_quant_access.py
+NCU_PLANES = "h100-ncu-quant07-planes.txt"  # ncu on benchmarks/profile_quant07.py i8 i4 (the command: its docstring)
 PLANES = "h100-explore-quant-planes2.json"  # benchmarks/explore_quant_planes.py, second run
 
 
@@ -62,6 +63,28 @@ def rounds() -> dict:
             "bf16": row["us"]["bf16 cuBLAS"]}
 
 
+def ncu_planes() -> dict:
+    """The committed Nsight Compute text of the lesson's kernels (int8 bytes kernel, x_planes, int4 rows kernel) on
+    8192 x 8192: per kernel its µs, DRAM % of peak, registers, achieved occupancy %, warp instructions issued."""
+    import re
+
+    from gpucourse.workbooks import ROOT
+
+    text = open(f"{ROOT}/benchmarks/results/{NCU_PLANES}").read()
+    out = {}
+    for block in re.split(r"\n  (?=\w+_kernel \()", text)[1:]:
+        name = block.split()[0]
+
+        def num(label):
+            m = re.search(re.escape(label) + r"\s+[\w/%]*\s+([\d,.]+)", block)
+            return float(m.group(1).replace(",", ""))
+
+        out[name] = {"us": num("Duration"), "dram_pct": num("DRAM Throughput"),
+                     "registers": num("Registers Per Thread"), "occupancy_pct": num("Achieved Occupancy"),
+                     "warp_instructions": num("smsp__inst_executed.sum")}
+    return out
+
+
 def show_rounds() -> dict:
     """Print :func:`rounds` as a table (and return it)."""
     r = rounds()
@@ -76,4 +99,9 @@ def show_rounds() -> dict:
              ("bf16 F.linear (cuBLAS)", r["bf16"]))
     for label, us in lines:
         print(f"  {label:64s} {us:6.1f}")
+    k = ncu_planes()["w4a16_rows_kernel"]
+    print(f"Nsight Compute on the int4 kernel with x in planes: {k['us']:.1f} µs (clocks not locked), DRAM "
+          f"{k['dram_pct']:.0f}% busy, {k['registers']:.0f} registers a thread, {k['occupancy_pct']:.0f}% occupancy, "
+          f"{k['warp_instructions'] * 32 / (8192 * 8192):.1f} instructions per weight")
+    r["ncu"] = k
     return r
