@@ -14,6 +14,8 @@ the same 32 MB of int32 words (the int4 weights of 8192 x 8192), with L2 flushed
 ``--ncu NAME`` runs only that contender a few times (for ``ncu --launch-skip 2 --launch-count 1``).
 
     python3 benchmarks/explore_quant_access.py --out $OUT/h100-explore-quant-access.json
+A record of its run: the lesson kernels' ROTATE option it times was removed after it (no gain), so rerun it at
+ba4235c.
 """
 import argparse
 import json

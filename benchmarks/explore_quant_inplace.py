@@ -19,6 +19,8 @@ Its first H100 run (h100-explore-quant-inplace.json) timed the kernels of that d
 committed workbook (int4 1.71x, int8 1.56x bf16 at best), because Triton 3.6 compiles the in-register split of
 x through shared memory (see explore_quant_access.py and explore_quant_planes.py for what followed). Its second
 run (h100-explore-quant-inplace-planes.json) times the lesson's kernels after that: x rewritten in planes first.
+A record of those two runs: the lesson's kernels have moved on since (the int8 planes kernel its INT8 configurations
+time was removed in 486f4f6, slower than the byte kernel), so rerun it at ba4235c.
 """
 import argparse
 import json
