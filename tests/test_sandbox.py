@@ -9,6 +9,7 @@ isolation this machine has, where there is none; CI installs bubblewrap, so they
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -350,6 +351,141 @@ def test_a_timing_waits_for_running_cases_and_holds_new_ones_back(tmp_path):
         t.join(timeout=10)
     assert events == ["case1 start", "case1 end", "timing start (waited True)", "timing end", "case2 start",
                       "case2 end"], events
+
+
+class _Clock:
+    """What ran on the GPU when, from the test's threads: (what, start, end) triples, seconds since the start."""
+
+    def __init__(self):
+        self.t0, self.spans, self.guard = time.monotonic(), [], threading.Lock()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    @contextlib.contextmanager
+    def span(self, what: str, seconds: float):
+        start = self.now()
+        time.sleep(seconds)
+        yield
+        with self.guard:
+            self.spans.append((what, start, self.now()))
+
+    def overlapping(self, a: str, b: str) -> list:
+        """Pairs of spans, one named starting with ``a`` and one with ``b``, that overlap in time."""
+        return [(x, y) for x in self.spans for y in self.spans if x[0].startswith(a) and y[0].startswith(b) and
+                x is not y and x[1] < y[2] and y[1] < x[2]]
+
+
+def test_timings_wait_for_the_graders_cases_and_then_go_in_one_round(tmp_path):
+    """Issue 17's lock convoy: a timing that took the GPU as soon as it asked shut out every other job's next case
+    until the running ones drained, once per timing. Now the timings of three jobs that finished their cases wait
+    (within the patience) until the last job still in its cases (casework) is done, and then run one after the
+    other in a single exclusive hold (one round): that job's cases never waited, and no case overlaps a timing."""
+    lock = gpulock.GpuLock("0", folder=str(tmp_path), patience=30.0)
+    clock = _Clock()
+    waits = {}
+    slow_started = threading.Event()
+
+    def slow_job():  # still in its cases while the others want their timings
+        with lock.casework():
+            slow_started.set()
+            for i in range(6):
+                with lock.shared() as waited:
+                    waits[f"case {i}"] = waited
+                    with clock.span(f"case {i}", 0.1):
+                        pass
+                time.sleep(0.02)  # the grader draws the next case holding nothing
+        with lock.exclusive():
+            with clock.span("timing slow", 0.05):
+                pass
+
+    def quick_job(name):
+        slow_started.wait()
+        with lock.casework():
+            with lock.shared():
+                with clock.span(f"case {name}", 0.02):
+                    pass
+        with lock.exclusive():
+            with clock.span(f"timing {name}", 0.05):
+                pass
+
+    threads = [threading.Thread(target=slow_job)] + [threading.Thread(target=quick_job, args=(n,)) for n in "abc"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not clock.overlapping("case", "timing") and not clock.overlapping("timing", "timing"), clock.spans
+    last_case = max(end for what, _, end in clock.spans if what.startswith("case"))
+    first_timing = min(start for what, start, _ in clock.spans if what.startswith("timing"))
+    assert first_timing >= last_case, clock.spans
+    assert max(waits.values()) < 0.05, waits  # the slow job's cases were never held back by a timing
+    assert lock.rounds == 1  # four timings, one exclusive hold
+    with lock.exclusive() as waited:  # let go when the round ended
+        assert waited < 1.0 and lock.rounds == 2
+
+
+def test_a_timing_waits_for_other_jobs_cases_no_longer_than_its_patience(tmp_path):
+    """A job that stays in its cases (a slow submission, one that hangs until its time limit) delays a timing by
+    the patience at most; the timing then shuts new cases out and waits only for the running one, as before."""
+    lock = gpulock.GpuLock("0", folder=str(tmp_path), patience=0.3)
+    clock = _Clock()
+    done = threading.Event()
+
+    def endless_cases():
+        with lock.casework():
+            while not done.is_set():
+                with lock.shared():
+                    with clock.span("case", 0.05):
+                        pass
+                time.sleep(0.01)
+
+    worker = threading.Thread(target=endless_cases)
+    worker.start()
+    try:
+        time.sleep(0.1)
+        with lock.exclusive() as waited:
+            with clock.span("timing", 0.1):
+                pass
+    finally:
+        done.set()
+        worker.join(timeout=10)
+    assert 0.3 <= waited < 2.0, waited
+    assert not clock.overlapping("case", "timing"), clock.spans
+
+
+def test_a_round_shuts_out_another_graders_cases(tmp_path):
+    """The rounds are one grader's; the flocks still serialise every grader on the machine: another grader's case
+    (a second lock object on the same files) asked for during a round runs after it, not between its timings."""
+    mine, theirs = (gpulock.GpuLock("3", folder=str(tmp_path)) for _ in range(2))
+    clock = _Clock()
+    in_round = threading.Event()
+
+    def timing(name):
+        with mine.exclusive():
+            in_round.set()
+            with clock.span(f"timing {name}", 0.15):
+                pass
+
+    def their_case():
+        in_round.wait()
+        with theirs.shared():
+            with clock.span("case theirs", 0.01):
+                pass
+
+    threads = [threading.Thread(target=timing, args=(n,)) for n in "ab"] + [threading.Thread(target=their_case)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    case = next(s for s in clock.spans if s[0] == "case theirs")
+    assert all(case[1] >= s[2] for s in clock.spans if s[0].startswith("timing")), clock.spans
+    assert mine.rounds == 1
+
+
+def test_one_lock_object_per_gpu_in_a_grader(tmp_path):
+    """Every job of a grader on GPU n uses the same lock object (its rounds live there); other GPUs have their own."""
+    assert gpulock.for_gpu("0", str(tmp_path)) is gpulock.for_gpu("0", str(tmp_path))
+    assert gpulock.for_gpu("1", str(tmp_path)) is not gpulock.for_gpu("0", str(tmp_path))
 
 
 def test_an_unopenable_lock_folder_is_said_not_hidden(tmp_path):
