@@ -652,6 +652,93 @@ def test_the_gpu_lock_is_held_around_a_case_and_released_when_the_worker_gives_u
         assert waited < 1.0
 
 
+def _fake_gpu_worker(to_r: int, from_w: int, clock, name: str, case_s: float, start_s: float = 0.0) -> None:
+    """A worker of a passing GPU submission, made by hand: every case right (the grader's evaluate is stubbed), a
+    timing; what it ran when goes on ``clock``."""
+    import torch
+
+    from gpucourse.grading import protocol
+
+    nonce = protocol.recv(to_r)["nonce"]
+    time.sleep(start_s)
+    protocol.send(from_w, {"type": "ready", "nonce": nonce})
+    while True:
+        msg = protocol.recv(to_r)
+        kind = msg["type"]
+        if kind == "case":
+            with clock.span(f"case {name}{msg['index']}", case_s):
+                pass
+            protocol.send(from_w, {"type": "result", "nonce": nonce, "index": msg["index"],
+                                   "out": {"tensor": torch.zeros(())}, "buffers_after": [None] * len(msg["args"])})
+        elif kind == "perf_draw":
+            protocol.send(from_w, {"type": "perf_drawn", "nonce": nonce, "error": None})
+        elif kind == "perf_prepare":
+            with clock.span(f"case {name} perf_prepare", case_s):
+                pass
+            protocol.send(from_w, {"type": "perf_prepared", "nonce": nonce, "error": None})
+        elif kind == "perf":
+            with clock.span(f"timing {name}", 0.05):
+                pass
+            protocol.send(from_w, {"type": "perf", "nonce": nonce, "perf": {"ratio": 1.0, "met": True, "text": "ok"}})
+        else:
+            protocol.send(from_w, {"type": "done", "nonce": nonce})
+            return
+
+
+def test_the_grader_times_a_job_after_the_other_jobs_cases_not_between_them(tmp_path, monkeypatch):
+    """Two jobs graded at once on one GPU (_converse, fake workers): A passes its cases quickly, B is slower. A's
+    timing waits until B's cases (and B's timing's preparation) are over, then both timings run in one round; no
+    case runs during a timing, and none of B's cases waited for the lock (read from the trace). Without the jobs'
+    casework, A's timing took the GPU between B's cases and held B's next case back."""
+    import dataclasses
+
+    from gpucourse.grading import checker, grader
+    from gpucourse.grading.exercise import get
+
+    monkeypatch.setattr(grader._device, "on_gpu", lambda: True)
+    monkeypatch.setattr(grader.checker, "evaluate",
+                        lambda ex, case, *a, **k: checker.CaseResult(name=case.name, passed=True, problems=[]))
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(grader.TRACE_ENV, str(trace))
+    full = get("block_sum")
+    ex = dataclasses.replace(full, cases=full.cases[:4])
+    lock = gpulock.GpuLock("5", folder=str(tmp_path / "locks"), patience=30.0)
+    clock = _Clock()
+    results = {}
+
+    def job(name, case_s, start_s):
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        worker = threading.Thread(target=_fake_gpu_worker, args=(to_r, from_w, clock, name, case_s, start_s))
+        worker.start()
+        result = grader.Result(submission=f"{name}.py", status="error", score=0.0, message="")
+        try:
+            grader._converse(ex, f"{name}.py", result, checker.new_seed(), "n0nce", to_w, from_r,
+                             time.monotonic() + 60, lock)
+        finally:
+            worker.join(timeout=10)
+            for fd in (to_r, to_w, from_r, from_w):
+                os.close(fd)
+        results[name] = result
+
+    jobs = [threading.Thread(target=job, args=("A", 0.01, 0.05)), threading.Thread(target=job, args=("B", 0.1, 0.0))]
+    for t in jobs:
+        t.start()
+    for t in jobs:
+        t.join(timeout=60)
+    assert [results[n].status for n in "AB"] == ["passed", "passed"], {n: r.message for n, r in results.items()}
+    assert all(r.timing.startswith("alone on GPU 5") and r.perf["met"] for r in results.values())
+    assert not clock.overlapping("case", "timing"), clock.spans
+    last_b = max(end for what, _, end in clock.spans if what.startswith("case B"))
+    timing_a = next(start for what, start, _ in clock.spans if what == "timing A")
+    assert timing_a >= last_b, clock.spans
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    b_waits = [e["seconds"] for e in events if e["submission"] == "B.py" and e["event"] == "waited" and
+               not e["exclusive"]]
+    assert len(b_waits) == 5 and max(b_waits) < 0.05, b_waits  # 4 cases and the timing's preparation
+    assert sorted(e["round"] for e in events if e["event"] == "waited" and e["exclusive"]) == [1, 1]
+
+
 def test_which_python_folders_are_bound(tmp_path):
     """An installed package: its site-packages is bound. A checkout: only the package and a venv inside it, never the
     checkout or a folder above it; relative entries (LD_LIBRARY_PATH=.) never."""

@@ -27,7 +27,9 @@ Security model (submissions are careless at best and hostile at worst):
   always at the end, the whole process group is killed (and with it the sandbox). A crash, hang or CUDA fault
   therefore cannot reach the next submission; with several GPUs each job gets its own through
   ``CUDA_VISIBLE_DEVICES``. On a GPU the timed step holds a lock of its GPU that every other job's cases wait for
-  (gpulock.py, taken here, outside the sandbox), so speed is measured alone; each result's ``timing`` says how.
+  (gpulock.py, taken here, outside the sandbox), so speed is measured alone; each result's ``timing`` says how. The
+  timings wait for the jobs' cases to end (``gpulock.PATIENCE_S`` at most) and then run one after another under one
+  hold, so that a timing does not stall every other job's cases once per timing.
 * Outputs are poisoned and inputs surrounded by canaries (guards.py); every case runs twice where races are possible.
 * The answer must come from the learner's kernels (Triton and CUDA exercises, launches.py): a torch compute op on the
   inputs or on anything derived from them fails the case, naming the op (allocation, views, copies and fills are
@@ -372,7 +374,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
     status_r, status_w = os.pipe()  # how the worker ended, from its supervisor (worker.SUPERVISOR)
     proc = out_cap = err_cap = None
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
-    lock = gpulock.GpuLock(gpu_index(gpu)) if on_gpu else None
+    lock = gpulock.for_gpu(gpu_index(gpu)) if on_gpu else None
     replied = []  # the worker's first message arrived (so a sandbox that did not start is told apart)
     argv, env, seen_as = _worker_command(staged, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb, status_w)
     if prebuilt:
@@ -678,7 +680,8 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             return
         with (lock.exclusive() if exclusive else lock.shared()) as waited:
             deadline += waited
-            _trace(result.submission, "waited", exclusive=exclusive, seconds=round(waited, 4))
+            _trace(result.submission, "waited", exclusive=exclusive, seconds=round(waited, 4),
+                   **({"round": lock.rounds, "gpu": lock.gpu} if exclusive else {}))
             yield
         _trace(result.submission, "released", exclusive=exclusive)
 
@@ -696,99 +699,106 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
     all_ops: dict = {}
     patched: list = []
     threads: list = []
-    for index, case in enumerate(ex.cases):
-        if ex.judge is not None:
-            # Judged: the judge runs in the worker (it must watch the call); only its list of problems comes back.
+    # From the first case to the timing's last shared hold, this job is in its cases: a timing of another job waits
+    # for that (gpulock's rounds), so its timing stalls no case; this job's own timing waits for the others'.
+    with contextlib.ExitStack() as casework:
+        if lock is not None:
+            casework.enter_context(lock.casework())
+        for index, case in enumerate(ex.cases):
+            if ex.judge is not None:
+                # Judged: the judge runs in the worker (it must watch the call); only its list of problems comes back.
+                with gpu_held():
+                    protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
+                                         "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
+                    msg = expect("judged", "raised")
+                if msg.get("index") != index:
+                    raise protocol.Malformed("verdict for the wrong case")
+                _note_patched(patched, msg.get("patched"))
+                _note_patched(threads, msg.get("threads"))
+                if msg["type"] == "raised":
+                    _raised(ex, case, msg, result, patched, threads)
+                    return
+                problems = msg.get("problems")
+                if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+                    raise protocol.Malformed("problems are not a list of strings")
+                result.checks.append({"name": case.name, "passed": not problems,
+                                      "detail": "ok" if not problems else "\n".join(p[:2000] for p in problems[:50])})
+                if msg.get("timed_out") is True and problems:  # the judge's deadline passed: the call hung
+                    result.status, result.score = "timeout", 0.0
+                    result.message = f"{case.name}: {problems[0][:500]}"
+                    return
+                continue
+            case = checker.drawn_case(case, seed, index)  # sizes drawn here: the worker sees only the tensors
+            args, expected = checker.make_case(ex, case, seed, index)
+            _trace(result.submission, "drawn", case=index)
             with gpu_held():
-                protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
-                                     "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
-                msg = expect("judged", "raised")
+                protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
+                msg = expect("result", "raised")
             if msg.get("index") != index:
-                raise protocol.Malformed("verdict for the wrong case")
-            _note_patched(patched, msg.get("patched"))
-            _note_patched(threads, msg.get("threads"))
+                raise protocol.Malformed("result for the wrong case")
             if msg["type"] == "raised":
-                _raised(ex, case, msg, result, patched, threads)
+                _raised(ex, case, msg, result)
                 return
-            problems = msg.get("problems")
-            if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
-                raise protocol.Malformed("problems are not a list of strings")
-            result.checks.append({"name": case.name, "passed": not problems,
-                                  "detail": "ok" if not problems else "\n".join(p[:2000] for p in problems[:50])})
-            if msg.get("timed_out") is True and problems:  # the judge's deadline passed: the call hung
-                result.status, result.score = "timeout", 0.0
-                result.message = f"{case.name}: {problems[0][:500]}"
-                return
-            continue
-        case = checker.drawn_case(case, seed, index)  # sizes drawn here: the worker sees only the tensors
-        args, expected = checker.make_case(ex, case, seed, index)
-        _trace(result.submission, "drawn", case=index)
-        with gpu_held():
-            protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
-            msg = expect("result", "raised")
-        if msg.get("index") != index:
-            raise protocol.Malformed("result for the wrong case")
-        if msg["type"] == "raised":
-            _raised(ex, case, msg, result)
-            return
-        outcome = _outcome(msg, len(args))
-        out = outcome["out"]
-        for op, n in outcome["ops"].items():
-            all_ops[op] = all_ops.get(op, 0) + n
-        verdict = checker.evaluate(ex, case, args, expected, outcome, dev_type)
-        problems = _meta_problem(expected, out) or verdict.problems
-        passed = verdict.passed and not _meta_problem(expected, out)
-        if not passed and checker.drawn_note(ex, case):
-            problems = problems + [checker.drawn_note(ex, case)]
-        result.checks.append({"name": case.name, "passed": passed,
-                              "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}"
-                                                                                  for h in verdict.hints])})
-    _flag_patched(result, patched, threads)
-    calls = launches.reference_calls(all_ops, ex.reference_ops)
-    if calls:
-        result.flags.append(f"calls {', '.join(calls)}: the torch op this exercise asks to implement")
-    n_pass = sum(c["passed"] for c in result.checks)
-    result.score = n_pass / len(result.checks) if result.checks else 0.0
-    if n_pass == len(result.checks):
-        result.status, result.message = "passed", f"all {n_pass} cases passed"
-    else:
-        first = next(c for c in result.checks if not c["passed"])
-        what = checker.first_problem(first["detail"])
-        result.status = "failed"
-        result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
-                          f"{first['name']}: {what}")
-    if result.status == "passed" and ex.perf is not None and _device.on_gpu():
-        # Inputs drawn on the CPU holding no lock, moved and the first call made beside other jobs' cases: only
-        # the timing holds the GPU alone (a timing waiting for it holds every other job's next case back).
-        protocol.send(to_w, {"type": "perf_draw", "nonce": nonce}, deadline)
-        prep_error = expect("perf_drawn").get("error")
-        _trace(result.submission, "perf_drawn")
-        if not prep_error:
-            with gpu_held():
-                protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
-                prep_error = expect("perf_prepared").get("error")
-        if prep_error:
-            perf = {"error": str(prep_error)}
+            outcome = _outcome(msg, len(args))
+            out = outcome["out"]
+            for op, n in outcome["ops"].items():
+                all_ops[op] = all_ops.get(op, 0) + n
+            verdict = checker.evaluate(ex, case, args, expected, outcome, dev_type)
+            problems = _meta_problem(expected, out) or verdict.problems
+            passed = verdict.passed and not _meta_problem(expected, out)
+            if not passed and checker.drawn_note(ex, case):
+                problems = problems + [checker.drawn_note(ex, case)]
+            result.checks.append({"name": case.name, "passed": passed,
+                                  "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}"
+                                                                                      for h in verdict.hints])})
+        _flag_patched(result, patched, threads)
+        calls = launches.reference_calls(all_ops, ex.reference_ops)
+        if calls:
+            result.flags.append(f"calls {', '.join(calls)}: the torch op this exercise asks to implement")
+        n_pass = sum(c["passed"] for c in result.checks)
+        result.score = n_pass / len(result.checks) if result.checks else 0.0
+        if n_pass == len(result.checks):
+            result.status, result.message = "passed", f"all {n_pass} cases passed"
         else:
-            with gpu_held(exclusive=True):
-                protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
-                perf = expect("perf").get("perf") or {}
-        if lock is None or lock.problem:
-            result.timing = f"beside other jobs ({lock.problem if lock else 'no GPU lock'})"
-        else:
-            result.timing = f"alone on GPU {lock.gpu} (no other grading job ran a case or a timing on it meanwhile)"
-        if not isinstance(perf, dict):
-            raise protocol.Malformed("perf is not a dict")
-        if "error" in perf:
-            result.flags.append(f"speed could not be measured: {str(perf['error'])[:200]}")
-        elif perf:
-            result.perf = _perf_fields(perf, ex.perf.baseline)
-            result.message += f"; speed (self-reported by the worker): {str(perf.get('text'))[:300]}"
-            if perf.get("suspicious"):
-                result.flags.append("speed above the device's physical limit: " + "; ".join(
-                    str(w) for w in perf.get("warnings", []))[:300])
-            elif not perf.get("met"):
-                result.flags.append(f"below the speed target: {str(perf.get('text'))[:200]}")
+            first = next(c for c in result.checks if not c["passed"])
+            what = checker.first_problem(first["detail"])
+            result.status = "failed"
+            result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
+                              f"{first['name']}: {what}")
+        if result.status == "passed" and ex.perf is not None and _device.on_gpu():
+            # Inputs drawn on the CPU holding no lock, moved and the first call made beside other jobs' cases: only
+            # the timing holds the GPU alone, in a round with the other timings waiting then (gpulock).
+            protocol.send(to_w, {"type": "perf_draw", "nonce": nonce}, deadline)
+            prep_error = expect("perf_drawn").get("error")
+            _trace(result.submission, "perf_drawn")
+            if not prep_error:
+                with gpu_held():
+                    protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
+                    prep_error = expect("perf_prepared").get("error")
+            casework.close()  # its cases are over: its timing waits for the other jobs' cases
+            if prep_error:
+                perf = {"error": str(prep_error)}
+            else:
+                with gpu_held(exclusive=True):
+                    protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
+                    perf = expect("perf").get("perf") or {}
+            if lock is None or lock.problem:
+                result.timing = f"beside other jobs ({lock.problem if lock else 'no GPU lock'})"
+            else:
+                result.timing = (f"alone on GPU {lock.gpu} (no other grading job ran a case or a timing on it "
+                                 f"meanwhile)")
+            if not isinstance(perf, dict):
+                raise protocol.Malformed("perf is not a dict")
+            if "error" in perf:
+                result.flags.append(f"speed could not be measured: {str(perf['error'])[:200]}")
+            elif perf:
+                result.perf = _perf_fields(perf, ex.perf.baseline)
+                result.message += f"; speed (self-reported by the worker): {str(perf.get('text'))[:300]}"
+                if perf.get("suspicious"):
+                    result.flags.append("speed above the device's physical limit: " + "; ".join(
+                        str(w) for w in perf.get("warnings", []))[:300])
+                elif not perf.get("met"):
+                    result.flags.append(f"below the speed target: {str(perf.get('text'))[:200]}")
     protocol.send(to_w, {"type": "bye", "nonce": nonce}, deadline)
     expect("done")
 
