@@ -578,6 +578,86 @@ def test_the_prebuild_worker_is_given_the_first_case(tmp_path):
     assert (private / "called").exists(), "the prebuild worker was never given a case"
 
 
+def test_prebuilds_run_ahead_of_the_grading_slots(monkeypatch):
+    """grade() on a GPU, CUDA: the prebuilds (here stand-ins of 0.3 s) run in their own pool, in order, ahead of
+    the grading slots (stand-ins of 0.2 s), so a slot that frees finds the next submission compiled. The old grader
+    compiled a submission in its slot, after the previous one was graded: 6 x 0.5 s in one slot. At most jobs +
+    prebuild_jobs submissions are prepared and not yet graded; results keep the given order."""
+    from gpucourse.grading import sandbox
+
+    t0, log, guard = time.monotonic(), [], threading.Lock()
+
+    def note(what, path):
+        with guard:
+            log.append((what, path, time.monotonic() - t0))
+
+    def fake_prepare(ex, path, timeout, isolation, mem_mb=grader.MEMORY_MB):
+        note("prebuild", path)
+        time.sleep(0.3)
+        note("prebuilt", path)
+        return grader.Prepared(path=path, seconds=0.3)
+
+    def fake_grade(ex, st, timeout, gpu=None, mem_mb=grader.MEMORY_MB, isolation=None):
+        note("graded worker", st.path)
+        time.sleep(0.2)
+        return grader.Result(submission=st.path, status="passed", score=1.0, message="ok", seconds=st.seconds + 0.2)
+
+    monkeypatch.setattr(grader, "_needs_prebuild", lambda ex: True)
+    monkeypatch.setattr(grader, "prepare", fake_prepare)
+    monkeypatch.setattr(grader, "grade_prepared", fake_grade)
+    paths = [f"s{i}.py" for i in range(6)]
+    report = grader.grade(get("block_sum"), paths, jobs=1, prebuild_jobs=2, progress=False,
+                          isolation=sandbox.detect("process"))
+    wall = time.monotonic() - t0
+    assert [r["submission"] for r in report["results"]] == paths
+    assert [r["status"] for r in report["results"]] == ["passed"] * 6
+    at = {(what, path): t for what, path, t in log}
+    assert [path for what, path, _ in sorted(log, key=lambda e: e[2]) if what == "prebuild"] == paths
+    assert at[("prebuild", "s1.py")] < at[("graded worker", "s0.py")] + 0.2  # compiled while s0 was graded
+    for i in range(3, 6):  # no more than 1 + 2 ahead of the slot
+        assert at[("prebuild", f"s{i}.py")] >= at[("graded worker", f"s{i - 3}.py")], log
+    assert wall < 2.4, f"{wall:.2f} s: the slot waited for compiles (serial: 3.0 s, pipelined: about 1.5 s)"
+
+
+def test_a_pipelined_submission_is_graded_with_what_its_own_prebuild_left(monkeypatch, tmp_path):
+    """The real prebuild and graded workers (CPU mode, in the sandbox where there is one), pipelined as grade() does
+    for CUDA on a GPU: each submission's prebuild worker leaves a mark in its private /tmp, and its graded worker
+    passes only if it finds its own (a slot given another submission's folder, or a fresh one, fails it)."""
+    monkeypatch.setattr(grader, "_needs_prebuild", lambda ex: True)
+    with open(os.path.join(FOLDER, "right_basic.py")) as f:
+        right = f.read()
+    paths = []
+    for i in range(3):
+        sub = tmp_path / f"marked{i}.py"
+        sub.write_text(right.replace("def vector_add(x, y):\n", f"""def vector_add(x, y):
+    import os
+    mark = os.path.join(os.environ["TMPDIR"], "prebuilt-by")
+    if os.environ.get("GPUCOURSE_CUDA_PREBUILD") == "1":
+        open(mark, "w").write("{i}")
+    elif not os.path.exists(mark) or open(mark).read() != "{i}":
+        raise RuntimeError("not my prebuild's folder")
+""", 1))
+        paths.append(str(sub))
+    report = grader.grade(get("vector_add"), paths, timeout=120, jobs=2, prebuild_jobs=1, progress=False)
+    assert [(r["status"], r["score"]) for r in report["results"]] == [("passed", 1.0)] * 3, \
+        [r["message"] for r in report["results"]]
+
+
+def test_a_prebuilds_seconds_count_against_the_time_limit():
+    """The time limit covers a submission's prebuild and its graded worker, not its wait for a slot between them:
+    one whose prebuild used all but 50 ms of it times out in its graded worker; its folders are deleted."""
+    from gpucourse.grading import sandbox
+
+    iso = sandbox.detect("process")
+    ex = get("vector_add")
+    st = grader.prepare(ex, os.path.join(FOLDER, "right_basic.py"), 5.0, iso)
+    st.seconds = 4.95
+    r = grader.grade_prepared(ex, st, 5.0, isolation=iso)
+    assert r.status == "timeout" and r.message.startswith("over the time limit of 5 s"), r.message
+    assert r.seconds >= 4.95  # the prebuild's seconds and the graded worker's
+    assert not os.path.exists(st.tmp) and not os.path.exists(st.stage)
+
+
 def test_a_submission_that_cannot_be_read_is_said_so(tmp_path):
     folder = tmp_path / "alice.py"  # a folder where a file was expected
     folder.mkdir()

@@ -84,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                     help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g})")
     ap.add_argument("--jobs", type=jobs_value, default="auto", metavar="auto|N",
                     help=f"grade N submissions at once (one GPU each where there are several; on a GPU the timed "
-                         f"step still runs alone on its GPU); auto (default): the usable CPUs, at most {JOBS_CAP}, "
-                         f"and at most one per GiB of available memory")
+                         f"step still runs alone on its GPU; CUDA exercises on a GPU: up to N more are compiled "
+                         f"meanwhile, ahead, by workers that see no GPU); auto (default): the usable CPUs, at most "
+                         f"{JOBS_CAP}, and at most one per GiB of available memory")
     ap.add_argument("--isolation", choices=sandbox.CHOICES, default=None,
                     help="auto (default, or $GPUCOURSE_ISOLATION): a bubblewrap sandbox per worker where bwrap "
                          "works, else the process level, said on stderr and in the report; bubblewrap: refuse to "
