@@ -13,12 +13,16 @@ after come from the same run. ``--phases`` first builds one submission in this p
 ninja's log: seconds per translation unit (main.cpp, the .cu file), to see where a build's time goes.
 
     # H100 (16 cores), CUDA, in the bubblewrap sandbox:
-    python3 benchmarks/grading_throughput.py --exercise block_sum --distinct 32 --copies 4 --jobs 16 \\
-        --isolation bubblewrap --layouts host split --phases host split \\
+    python3 benchmarks/grading_throughput.py --exercise block_sum --distinct 28 --copies 4 --jobs 16 \\
+        --isolation bubblewrap --layouts host --budget 300 \\
         --out benchmarks/results/h100-grading-throughput.json
     # CPU mode, Triton (TRITON_INTERPRET=1):
     python3 benchmarks/grading_throughput.py --exercise vector_add --distinct 30 --copies 3 --jobs 2 \\
         --out benchmarks/results/cpu-grading-throughput.json
+
+With the grader's trace, each batch also says where a submission's seconds went (``phases``: :func:`phase_summary`):
+the compile ahead (prebuild), waiting for a grading slot, the graded worker's start, the cases, the waits for the GPU
+lock, the timing; how long grading slots waited for compiles; and how many rounds the timings made.
 
 Results are written after every step (a run cut short keeps what it measured).
 """
@@ -76,6 +80,11 @@ def write_batch(folder: str, template: str, distinct: int, copies: int) -> list:
     return paths
 
 
+# The grader's line per finished submission on stderr (grader._Progress): "[ 3/32] path  passed    1.00  (4.2 s)",
+# the count padded to the total's width.
+PROGRESS_LINE = re.compile(r"\s*\[\s*(\d+)/(\d+)\]\s+(\S+)\s+(\w+)")
+
+
 def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation: str | None, env: dict,
                 limit: float) -> dict:
     out = os.path.join(folder, "report.json")
@@ -95,7 +104,7 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
             for line in proc.stderr:
                 err_tail.append(line)
                 del err_tail[:-40]
-                m = re.match(r"\s*\[(\d+)/(\d+)\]\s+(\S+)\s+(\w+)", line)
+                m = PROGRESS_LINE.match(line)
                 if m:
                     done.append({"at_s": round(time.perf_counter() - t0, 1), "submission": os.path.basename(m[3]),
                                  "status": m[4]})
@@ -134,34 +143,46 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
             "not_passed": bad[:10], "exit_code": proc.returncode, "finished": done}
 
 
-PHASES = ("prebuild", "startup", "draw", "wait_shared", "cases", "perf_draw", "wait_exclusive", "timing", "rest")
+PHASES = ("prebuild", "queued", "startup", "draw", "wait_shared", "cases", "perf_draw", "wait_exclusive", "timing",
+          "rest")
 
 
 def phase_summary(lines) -> dict:
     """Where each submission's seconds went, from the grader's trace ($GPUCOURSE_GRADE_TRACE, one JSON object per
-    line: grader._trace): ``prebuild`` (the CUDA compile in the worker that sees no GPU), ``startup`` (the graded
-    worker's start, its imports and loading the submission), ``draw`` (the grader drawing each case's inputs),
-    ``wait_shared``/``wait_exclusive`` (waiting for the GPU lock), ``cases`` (the cases run under the shared lock),
-    ``perf_draw`` (the timing's inputs), ``timing`` (the exclusive hold: the timing itself) and ``rest``. Returns the
-    median of each over the submissions, the sum of ``timing`` (held alone, one at a time: a floor on the batch's
-    wall time) and how many submissions were traced."""
+    line: grader._trace): ``prebuild`` (the CUDA compile in the worker that sees no GPU), ``queued`` (compiled, waiting
+    for a grading slot), ``startup`` (the graded worker's start, its imports and loading the submission), ``draw``
+    (the grader drawing each case's inputs), ``wait_shared``/``wait_exclusive`` (waiting for the GPU lock; a timing
+    also waits there for the other jobs' cases to end, gpulock's rounds), ``cases`` (the cases run under the shared
+    lock), ``perf_draw`` (the timing's inputs), ``timing`` (the exclusive hold: the timing itself) and ``rest``.
+    Returns the median of each over the submissions, the sum of ``timing`` (held alone, one at a time: a floor on the
+    batch's wall time), ``slot_wait_s`` (how long a grading slot, free for a submission, waited for its prebuild:
+    zero where the prebuilds keep ahead), ``rounds`` (how many exclusive holds the timings shared, and how many
+    timings the largest held) and how many submissions were traced."""
     by: dict = {}
     for line in lines:
         if line.strip():
             e = json.loads(line)
             by.setdefault(e["submission"], []).append(e)
-    per = []
+    per, slot_waits, rounds = [], [], {}
     for events in by.values():
         events.sort(key=lambda e: e["t"])
         first = {}
         for e in events:
             first.setdefault(e["event"], e["t"])
+            if e["event"] == "waited" and e.get("exclusive") and "round" in e:
+                key = (e.get("gpu"), e["round"])
+                rounds[key] = rounds.get(key, 0) + 1
         if "start" not in first or "end" not in first:
             continue
         ph = dict.fromkeys(PHASES, 0.0)
         start, end = first["start"], first["end"]
-        ph["prebuild"] = first.get("prebuilt", start) - start
-        ph["startup"] = first.get("ready", first.get("prebuilt", start)) - first.get("prebuilt", start)
+        prebuilt = first.get("prebuilt", start)
+        began = max(first["slot"], prebuilt) if "slot" in first else prebuilt  # the graded worker's start
+        ph["prebuild"] = prebuilt - start
+        ph["queued"] = began - prebuilt
+        ph["startup"] = first.get("ready", began) - began
+        if "slot" in first:
+            slot_waits.append(max(0.0, prebuilt - first["slot"]))
         prev, held_from = first.get("ready", start), None
         for e in events:
             if e["event"] == "drawn":
@@ -181,9 +202,14 @@ def phase_summary(lines) -> dict:
     if not per:
         return {"traced": 0}
     median = {k: round(sorted(p[k] for p in per)[len(per) // 2], 3) for k in PHASES}
-    return {"traced": len(per), "median_s": median,
-            "timing_sum_s": round(sum(p["timing"] for p in per), 2),
-            "note": "per submission; 'timing' is held alone on the GPU, so the batch's wall time is at least its sum"}
+    out = {"traced": len(per), "median_s": median, "timing_sum_s": round(sum(p["timing"] for p in per), 2),
+           "note": "per submission; 'timing' is held alone on the GPU, so the batch's wall time is at least its sum"}
+    if slot_waits:
+        out["slot_wait_s"] = {"median": round(sorted(slot_waits)[len(slot_waits) // 2], 3),
+                              "sum": round(sum(slot_waits), 2), "max": round(max(slot_waits), 3)}
+    if rounds:
+        out["rounds"] = {"count": len(rounds), "timings": sum(rounds.values()), "largest": max(rounds.values())}
+    return out
 
 
 def ninja_phases(build_dir: str) -> dict:

@@ -754,6 +754,21 @@ def test_the_trace_says_where_a_submissions_time_went(tmp_path, monkeypatch):
     assert abs(sum(summary["median_s"].values()) - r.seconds) < 0.1
 
 
+def test_the_benchmark_reads_every_progress_line_of_the_grader():
+    """grading_throughput.py notes when each submission finished from the grader's progress lines. The count is
+    padded to the total's width ("[ 1/32]"), and the benchmark's pattern once missed the first nine of 32: the H100
+    run's 'first finished at 54.2 s' was the tenth."""
+    bench = _throughput_benchmark()
+    stream = io.StringIO()
+    bar = grader._Progress(32, True, stream=stream)
+    for i in (1, 2):
+        bar.update(grader.Result(submission=f"/tmp/batch/s{i:03d}.py", status="passed", score=1.0, message="ok",
+                                 seconds=40.0 + i))
+    got = [bench.PROGRESS_LINE.match(line) for line in stream.getvalue().splitlines()]
+    assert [(m[1], m[2], m[3], m[4]) for m in got] == [("1", "32", "/tmp/batch/s001.py", "passed"),
+                                                       ("2", "32", "/tmp/batch/s002.py", "passed")]
+
+
 def test_phase_summary_attributes_a_gpu_submissions_seconds():
     """A GPU submission's trace, made by hand: 10 s compiling without a GPU, 3 s to start, two cases (drawn in 0.5 s
     each, 1 s and 2 s waiting for the shared lock, held 1 s each), the timing's inputs in 0.5 s, 4 s waiting for
@@ -769,5 +784,29 @@ def test_phase_summary_attributes_a_gpu_submissions_seconds():
     lines = [json.dumps({"t": t, "submission": s, "event": name, **kw}) for t, name, kw in ev]
     got = bench.phase_summary(lines[::-1])  # order on disk does not matter: events are sorted by time
     assert got["traced"] == 1 and got["timing_sum_s"] == 1.5
-    assert got["median_s"] == {"prebuild": 10.0, "startup": 3.0, "draw": 1.0, "wait_shared": 3.0, "cases": 2.0,
-                               "perf_draw": 0.5, "wait_exclusive": 4.0, "timing": 1.5, "rest": 0.25}
+    assert got["median_s"] == {"prebuild": 10.0, "queued": 0.0, "startup": 3.0, "draw": 1.0, "wait_shared": 3.0,
+                               "cases": 2.0, "perf_draw": 0.5, "wait_exclusive": 4.0, "timing": 1.5, "rest": 0.25}
+    assert "slot_wait_s" not in got and "rounds" not in got  # graded by grade_one: no slot, no round numbers
+
+
+def test_phase_summary_of_a_pipelined_batch_says_what_the_slots_waited_and_the_rounds():
+    """grade()'s pipeline: "slot" is when a grading slot was free for a submission. a.py's slot waited 4 s for its
+    prebuild (slot at 6, compiled at 10); b.py was compiled at 12 and waited 3 s for a slot (queued). Their timings
+    shared one round on GPU 0, c.py's had a round of its own."""
+    bench = _throughput_benchmark()
+    ev = {"a.py": [(0, "start", {}), (6, "slot", {}), (10, "prebuilt", {}), (12, "ready", {}),
+                   (13, "waited", {"exclusive": True, "seconds": 1.0, "round": 1, "gpu": "0"}),
+                   (14, "released", {"exclusive": True}), (14, "end", {"status": "passed"})],
+          "b.py": [(2, "start", {}), (12, "prebuilt", {}), (15, "slot", {}), (17, "ready", {}),
+                   (18, "waited", {"exclusive": True, "seconds": 1.0, "round": 1, "gpu": "0"}),
+                   (19, "released", {"exclusive": True}), (19, "end", {"status": "passed"})],
+          "c.py": [(3, "start", {}), (4, "slot", {}), (13, "prebuilt", {}), (15, "ready", {}),
+                   (20, "waited", {"exclusive": True, "seconds": 5.0, "round": 2, "gpu": "0"}),
+                   (21, "released", {"exclusive": True}), (21, "end", {"status": "passed"})]}
+    lines = [json.dumps({"t": t, "submission": s, "event": name, **kw}) for s, evs in ev.items() for t, name, kw in evs]
+    got = bench.phase_summary(lines)
+    assert got["traced"] == 3
+    assert got["slot_wait_s"] == {"median": 4.0, "sum": 13.0, "max": 9.0}  # a 4, b 0, c 9
+    assert got["rounds"] == {"count": 2, "timings": 3, "largest": 2}
+    assert got["median_s"]["queued"] == 0.0 and got["median_s"]["startup"] == 2.0  # b: queued 3, startup 2
+    assert got["median_s"]["prebuild"] == 10.0 and got["median_s"]["rest"] == 0.0
