@@ -302,6 +302,8 @@ def main(argv=None) -> int:
     ap.add_argument("--inline-jobs", type=int, default=None, help="--jobs for the inline batch (default --jobs)")
     ap.add_argument("--phases", nargs="*", default=[], choices=("host", "split", "inline"),
                     help="layouts to time one in-process build of, per translation unit (GPU)")
+    ap.add_argument("--prebuild-jobs", type=int, default=None, help="CUDA compiles at once ahead of the grading "
+                    "slots ($GPUCOURSE_PREBUILD_JOBS for the grader; its default is --jobs)")
     ap.add_argument("--budget", type=float, default=3600.0, help="seconds: skip steps once this much has passed")
     ap.add_argument("--out", default=None, help="JSON results path")
     args = ap.parse_args(argv)
@@ -366,6 +368,8 @@ def main(argv=None) -> int:
             run_env = dict(os.environ)
             if cuda:
                 run_env[cuda_build.BUILD_ENV] = layout
+            if args.prebuild_jobs:
+                run_env[grader.PREBUILD_JOBS_ENV] = str(args.prebuild_jobs)
             trace = os.path.join(work, f"trace-{layout.strip('-') or 'batch'}.jsonl")
             run_env[grader.TRACE_ENV] = trace
             load_before = os.getloadavg()
@@ -375,7 +379,8 @@ def main(argv=None) -> int:
                     res["phases"] = phase_summary(f)
             # other users of the machine's cores show here (the 1-minute load average counts this batch too)
             res["load_average_1m"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
-            res.update(distinct=distinct, copies=copies, layout=layout if cuda else None)
+            res.update(distinct=distinct, copies=copies, layout=layout if cuda else None,
+                       prebuild_jobs=(args.prebuild_jobs or jobs) if cuda and device.on_gpu() else None)
             record["steps"][f"grade_{layout}" if cuda else "grade"] = res
             save()
     finally:

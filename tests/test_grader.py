@@ -619,6 +619,42 @@ def test_prebuilds_run_ahead_of_the_grading_slots(monkeypatch):
     assert wall < 2.4, f"{wall:.2f} s: the slot waited for compiles (serial: 3.0 s, pipelined: about 1.5 s)"
 
 
+def test_how_many_compile_at_once_is_jobs_or_the_environments(monkeypatch):
+    """Compiles are CPU work: by default as many run at once as --jobs, $GPUCOURSE_PREBUILD_JOBS sets another
+    number (the benchmark's --prebuild-jobs), and a value that is not a whole number >= 1 is refused, naming it."""
+    from gpucourse.grading import sandbox
+
+    running, most, guard = [0], [0], threading.Lock()
+
+    def fake_prepare(ex, path, timeout, isolation, mem_mb=grader.MEMORY_MB):
+        with guard:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.1)
+        with guard:
+            running[0] -= 1
+        return grader.Prepared(path=path)
+
+    def fake_grade(ex, st, timeout, gpu=None, mem_mb=grader.MEMORY_MB, isolation=None):
+        return grader.Result(submission=st.path, status="passed", score=1.0, message="ok")
+
+    monkeypatch.setattr(grader, "_needs_prebuild", lambda ex: True)
+    monkeypatch.setattr(grader, "prepare", fake_prepare)
+    monkeypatch.setattr(grader, "grade_prepared", fake_grade)
+    iso = sandbox.detect("process")
+    for env, want in ((None, 3), ("1", 1)):
+        if env is None:
+            monkeypatch.delenv(grader.PREBUILD_JOBS_ENV, raising=False)
+        else:
+            monkeypatch.setenv(grader.PREBUILD_JOBS_ENV, env)
+        most[0] = 0
+        grader.grade(get("block_sum"), [f"s{i}.py" for i in range(8)], jobs=3, progress=False, isolation=iso)
+        assert most[0] == want, (env, most[0])
+    monkeypatch.setenv(grader.PREBUILD_JOBS_ENV, "two")
+    with pytest.raises(ValueError, match=r"\$GPUCOURSE_PREBUILD_JOBS='two': expected a whole number >= 1"):
+        grader.grade(get("block_sum"), ["s0.py"], jobs=3, progress=False, isolation=iso)
+
+
 def test_a_pipelined_submission_is_graded_with_what_its_own_prebuild_left(monkeypatch, tmp_path):
     """The real prebuild and graded workers (CPU mode, in the sandbox where there is one), pipelined as grade() does
     for CUDA on a GPU: each submission's prebuild worker leaves a mark in its private /tmp, and its graded worker

@@ -1017,14 +1017,16 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     one.
 
     ``jobs`` graded workers run at once. CUDA submissions on a GPU are first compiled by workers that see no GPU
-    (:func:`_prebuild`), ``prebuild_jobs`` at once (default ``jobs``), in the order given and ahead of the grading
-    slots (at most ``jobs + prebuild_jobs`` submissions prepared and not yet graded): a slot that frees finds the
-    next submission compiled, instead of compiling it itself (on the H100 a slot spent 19 s of its 46 s there)."""
+    (:func:`_prebuild`), ``prebuild_jobs`` at once (default: $GPUCOURSE_PREBUILD_JOBS, else ``jobs``), in the order
+    given and ahead of the grading slots (at most ``jobs + prebuild_jobs`` submissions prepared and not yet graded): a
+    slot that frees finds the next submission compiled, instead of compiling it itself (on the H100 a slot spent 19 s
+    of its 46 s there)."""
     if not isinstance(isolation, sandbox.Isolation):
         isolation = sandbox.detect(isolation)
     if not isolation.sandboxed and (progress or (progress is None and sys.stderr.isatty())):
         print(f"gpucourse grade: isolation: {isolation.detail}", file=sys.stderr, flush=True)
     jobs = max(1, int(jobs))
+    compiles = (prebuild_jobs or _prebuild_jobs() or jobs) if _needs_prebuild(ex) else 0
     if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
         cuda_build.prepare_shared()
         if ex.cuda_binding:  # the exercise's pybind11 module, compiled once; submissions declaring the same link it
@@ -1033,7 +1035,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     for gpu in _gpu_slots(jobs):
         slots.put(gpu)
     bar = _Progress(len(paths), sys.stderr.isatty() if progress is None else progress)
-    ahead = _Ahead(ex, paths, timeout, isolation, prebuild_jobs or jobs, jobs) if _needs_prebuild(ex) else None
+    ahead = _Ahead(ex, paths, timeout, isolation, compiles, jobs) if compiles else None
 
     def task(index):
         path, st = paths[index], None
@@ -1065,6 +1067,20 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
             ahead.close()
     return {"exercise": ex.id, "environment": environment(), "isolation": isolation.to_dict(),
             "results": [r.to_dict() for r in results]}
+
+
+PREBUILD_JOBS_ENV = "GPUCOURSE_PREBUILD_JOBS"  # how many CUDA compiles run at once ahead of the slots (default --jobs)
+
+
+def _prebuild_jobs() -> int | None:
+    """$GPUCOURSE_PREBUILD_JOBS as a whole number >= 1, None where unset (compiles are CPU work: on a machine with
+    few cores per job, fewer at once finish sooner each)."""
+    text = os.environ.get(PREBUILD_JOBS_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"${PREBUILD_JOBS_ENV}={text!r}: expected a whole number >= 1")
+    return int(text)
 
 
 class _Ahead:
