@@ -84,13 +84,8 @@ if triton is not None:
         """int8 tile -> float32: the byte plus 128 (XOR of the sign bit) in the mantissa of 2**23, minus 2**23+128."""
         return ((w.to(tl.int32) & 0xFF) ^ 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
 
-    @triton.jit
-    def nibble_to_float(u):
-        """A 4-bit two's-complement value held as 0..15 (int32) -> float32 -8..7: XOR 8 maps it to the value plus 8."""
-        return (u ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-
-    # The M = 1 kernels read the weights as 32-bit words (4 int8 or 8 int4 values each) and take every value out of
-    # its word in place: the field at bit P is ANDed out and ORed into the mantissa of the float 2**(23 - P), whose
+    # The int4 M = 1 kernel reads the weights as 32-bit words of 8 nibbles and takes every value out of its word in
+    # place: the field at bit P is ANDed out and ORed into the mantissa of the float 2**(23 - P), whose
     # last mantissa place is then worth 2**-P, so the float is 2**(23 - P) + u exactly (u: the field, 0..2**bits - 1,
     # P + bits <= 23); one subtraction of 2**(23 - P) + offset leaves the signed value. Per weight: one logic op, one
     # subtraction, one multiply-add. MAGIC (0x4B000000, the bits of 2**23) is an argument, not a constant, so the
