@@ -846,3 +846,27 @@ def test_phase_summary_of_a_pipelined_batch_says_what_the_slots_waited_and_the_r
     assert got["rounds"] == {"count": 2, "timings": 3, "largest": 2}
     assert got["median_s"]["queued"] == 0.0 and got["median_s"]["startup"] == 2.0  # b: queued 3, startup 2
     assert got["median_s"]["prebuild"] == 10.0 and got["median_s"]["rest"] == 0.0
+
+
+def test_prepared_submissions_no_slot_took_are_deleted_when_the_batch_stops(monkeypatch, tmp_path):
+    """_Ahead.close after a batch stopped part way: the staged copies and private folders of submissions that were
+    prepared (their prebuild ran) but never graded are deleted, not left in the temp folder."""
+    from gpucourse.grading import grader
+
+    made = []
+
+    def fake_prepare(ex, path, timeout, isolation, mem_mb=grader.MEMORY_MB):
+        folder = tmp_path / f"prepared-{os.path.basename(path)}"
+        folder.mkdir()
+        made.append(folder)
+        return grader.Prepared(path=path, stage=str(folder))
+
+    monkeypatch.setattr(grader, "prepare", fake_prepare)
+    ahead = grader._Ahead(None, [f"s{i}.py" for i in range(4)], 10.0, None, workers=2, slots=1)
+    taken = ahead.take(0)  # one slot took the first; the others are prepared ahead (3 = workers + slots)
+    deadline = time.monotonic() + 10
+    while len(made) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ahead.close()
+    assert len(made) == 3 and os.path.isdir(taken.stage)
+    assert [f.exists() for f in made[1:]] == [False, False]
