@@ -66,11 +66,11 @@ def rounds() -> dict:
 def ncu_planes() -> dict:
     """The committed Nsight Compute text of the lesson's kernels (int8 bytes kernel, x_planes, int4 rows kernel) on
     8192 x 8192: per kernel its µs, DRAM % of peak, registers, achieved occupancy %, warp instructions issued."""
+    import os
     import re
 
-    from gpucourse.workbooks import ROOT
-
-    text = open(f"{ROOT}/benchmarks/results/{NCU_PLANES}").read()
+    with open(os.path.join(benchmarks.results_dir(), NCU_PLANES)) as f:
+        text = f.read()
     out = {}
     for block in re.split(r"\n  (?=\w+_kernel \()", text)[1:]:
         name = block.split()[0]
