@@ -868,5 +868,7 @@ def test_prepared_submissions_no_slot_took_are_deleted_when_the_batch_stops(monk
     while len(made) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     ahead.close()
-    assert len(made) == 3 and os.path.isdir(taken.stage)
-    assert [f.exists() for f in made[1:]] == [False, False]
+    assert sorted(f.name for f in made) == ["prepared-s0.py", "prepared-s1.py", "prepared-s2.py"]
+    assert taken.path == "s0.py" and os.path.isdir(taken.stage)  # the slot's own is the slot's to delete
+    assert {f.name: f.exists() for f in made if f.name != "prepared-s0.py"} == {"prepared-s1.py": False,
+                                                                               "prepared-s2.py": False}
