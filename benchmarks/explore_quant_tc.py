@@ -321,6 +321,121 @@ def tc_pair_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, 
                  mask=n_ok[:, None] & (rm < M)[None, :])
 
 
+
+# The same with the offset taken out in the asm (Marlin's bf16 path): fma.rn.bf16x2 (v * 1 - 136) = q, exact, so the
+# dot gives sum q x directly: no per-group correction, no sums of x. One more instruction a pair.
+_PAIR_Q = """{
+.reg .b32 t, one, off;
+mov.b32 one, 0x3F803F80;
+mov.b32 off, 0xC308C308;
+shr.u32 t, $1, SHIFT;
+lop3.b32 t, t, 0x000F000F, 0x43084308, 0x6A;
+fma.rn.bf16x2 $0, t, one, off;
+}"""
+_PAIR_Q0 = tl.constexpr(_PAIR_Q.replace("SHIFT", "0"))
+_PAIR_Q1 = tl.constexpr(_PAIR_Q.replace("SHIFT", "4"))
+_PAIR_Q2 = tl.constexpr(_PAIR_Q.replace("SHIFT", "8"))
+_PAIR_Q3 = tl.constexpr(_PAIR_Q.replace("SHIFT", "12"))
+
+
+@triton.jit
+def pair_q(ud, J: tl.constexpr, ASM: tl.constexpr):
+    """Like pair_dq, values q (not q + 136)."""
+    if ASM:
+        if J == 0:
+            return tl.inline_asm_elementwise(_PAIR_Q0, "=r,r,r", [ud],
+                                             dtype=tl.bfloat16, is_pure=True, pack=2)
+        elif J == 1:
+            return tl.inline_asm_elementwise(_PAIR_Q1, "=r,r,r", [ud],
+                                             dtype=tl.bfloat16, is_pure=True, pack=2)
+        elif J == 2:
+            return tl.inline_asm_elementwise(_PAIR_Q2, "=r,r,r", [ud],
+                                             dtype=tl.bfloat16, is_pure=True, pack=2)
+        else:
+            return tl.inline_asm_elementwise(_PAIR_Q3, "=r,r,r", [ud],
+                                             dtype=tl.bfloat16, is_pure=True, pack=2)
+    else:
+        d = (tl.arange(0, ud.shape[1]) % 2)[None, :]
+        v = (((ud >> (4 * J + 16 * d)) & 0xF) ^ 8) - 8
+        return v.to(tl.float32).to(tl.bfloat16)  # via float32: the interpreter's int32 -> bf16 gives NaN
+
+
+@triton.jit
+def x_tile(x_ptr, stride_xm, k0, rk, rm, M, J: tl.constexpr):
+    """B'_J of the group at column k0: B'_J[2w + d, m] = x[m, k0 + 8w + J + 4d] (zero for m >= M)."""
+    return tl.load(x_ptr + rm[None, :] * stride_xm + (k0 + 8 * (rk // 2) + J + 4 * (rk % 2))[:, None],
+                   mask=(rm < M)[None, :], other=0.0)
+
+
+@triton.jit
+def pdot(a, b, acc, F32DOT: tl.constexpr):
+    if F32DOT:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        return tl.dot(a, b, acc)
+
+
+@triton.jit
+def tc_fused_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_xm, stride_wn, stride_sn,
+                    stride_om, GPS, SPLIT, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr,
+                    ASM: tl.constexpr, NSTAGE: tl.constexpr, XPF: tl.constexpr = True, F32DOT: tl.constexpr = False):
+    """The pairs kernel with no x-prep kernel: B read from x directly (XPF: the next group's x tiles loaded into
+    registers before this group's dots: Triton does not pipeline these 2-byte gathers), values q from pair_q (no
+    +136 correction). cnt_ptr: one counter a tile, zero on entry, left zero (the last split resets it)."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < N
+    rw = tl.arange(0, 16)
+    rk = tl.arange(0, 32)
+    rm = tl.arange(0, MX)
+    w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
+    s_rows = s_ptr + rn.to(tl.int64) * stride_sn
+    acc = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+    g0 = pid_k * GPS
+    g1 = tl.minimum(g0 + GPS, KW // 16)
+    if XPF:
+        b0 = x_tile(x_ptr, stride_xm, g0 * 128, rk, rm, M, 0)
+        b1 = x_tile(x_ptr, stride_xm, g0 * 128, rk, rm, M, 1)
+        b2 = x_tile(x_ptr, stride_xm, g0 * 128, rk, rm, M, 2)
+        b3 = x_tile(x_ptr, stride_xm, g0 * 128, rk, rm, M, 3)
+    for g in tl.range(g0, g1, num_stages=NSTAGE):
+        u = tl.load(w_rows + (g * 16 + rw)[None, :], mask=n_ok[:, None], other=0)
+        s = tl.load(s_rows + g, mask=n_ok, other=0.0)
+        ud = tl.reshape(tl.join(u, u), (BLOCK_N, 32))
+        if XPF:
+            kn = tl.minimum(g + 1, g1 - 1) * 128  # the last step reloads its own group: harmless, in bounds
+            c0 = x_tile(x_ptr, stride_xm, kn, rk, rm, M, 0)
+            c1 = x_tile(x_ptr, stride_xm, kn, rk, rm, M, 1)
+            c2 = x_tile(x_ptr, stride_xm, kn, rk, rm, M, 2)
+            c3 = x_tile(x_ptr, stride_xm, kn, rk, rm, M, 3)
+        else:
+            b0 = x_tile(x_ptr, stride_xm, g * 128, rk, rm, M, 0)
+            b1 = x_tile(x_ptr, stride_xm, g * 128, rk, rm, M, 1)
+            b2 = x_tile(x_ptr, stride_xm, g * 128, rk, rm, M, 2)
+            b3 = x_tile(x_ptr, stride_xm, g * 128, rk, rm, M, 3)
+        part = pdot(pair_q(ud, 0, ASM), b0, tl.zeros((BLOCK_N, MX), dtype=tl.float32), F32DOT)
+        part = pdot(pair_q(ud, 1, ASM), b1, part, F32DOT)
+        part = pdot(pair_q(ud, 2, ASM), b2, part, F32DOT)
+        part = pdot(pair_q(ud, 3, ASM), b3, part, F32DOT)
+        acc += part * s[:, None]
+        if XPF:
+            b0, b1, b2, b3 = c0, c1, c2, c3
+    mm = n_ok[:, None] & (rm < M)[None, :]
+    if SPLIT_K:
+        tl.store(part_ptr + pid_k * (MX * N) + rm[None, :] * N + rn[:, None], acc, mask=mm)
+        tl.debug_barrier()
+        done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
+        if done == SPLIT - 1:
+            tot = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+            for k in range(0, SPLIT):
+                tot += tl.load(part_ptr + k * (MX * N) + rm[None, :] * N + rn[:, None], mask=mm, other=0.0,
+                               cache_modifier=".cg")
+            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty), mask=mm)
+            tl.atomic_xchg(cnt_ptr + pid_n, 0)  # ready for the next call
+    else:
+        tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty), mask=mm)
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -409,17 +524,69 @@ def w4_tc_pair(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, dup=0
     return out
 
 
+_COUNTERS = {}
+
+
+def counters(device, n):
+    """A zeroed int32 buffer of at least n counters for this device, kept between calls (the kernel leaves it zero,
+    as Marlin's workspace)."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        buf = _COUNTERS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return buf
+
+
+def w4_tc_fused(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, xpf=True, asm=None):
+    m, k = x.shape
+    n = packed.shape[0]
+    assert m <= MX and k % 128 == 0
+    x = x.contiguous()
+    words = packed.view(torch.int32)
+    kw = words.shape[1]
+    groups = k // 128
+    split = max(1, min(split, groups))
+    gps = triton.cdiv(groups, split)
+    split = triton.cdiv(groups, gps)
+    tiles = triton.cdiv(n, block_n)
+    cnt = counters(x.device, tiles)
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    part = torch.empty(split, MX, n, dtype=torch.float32, device=x.device) if split > 1 else out
+    if asm is None:
+        asm = not INTERPRETED
+    tc_fused_kernel[(tiles, split)](x, words, scales, part, cnt, out, m, n, kw, x.stride(0), words.stride(0),
+                                    scales.stride(0), out.stride(0), gps, split, SPLIT_K=split > 1,
+                                    BLOCK_N=block_n, MX=MX, ASM=asm, NSTAGE=nstage, XPF=xpf,
+                                    F32DOT=INTERPRETED, num_warps=warps)
+    return out
+
+
 def split_for(tiles, target):
     """SPLIT so that tiles * SPLIT is about ``target`` programs."""
     return max(1, round(target / tiles))
 
 
-def variants(n, k):
-    """name -> (fn, kwargs) of every variant timed on shape (N, K); fn(x, packed, scales, **kwargs)."""
+def variants(n, k, which="fused"):
+    """name -> (fn, kwargs) of every variant timed on shape (N, K); fn(x, packed, scales, **kwargs). ``which``:
+    "first" (the first H100 run: planes, pairs, gpd, all with the x-prep kernel) or "fused" (the second: no prep
+    kernel, against the first run's best two)."""
     out = {}
 
     def sp(bn, t):
         return split_for(triton.cdiv(n, bn), t)
+
+    if which == "fused":
+        out["pair BN128 ns4 T264"] = (w4_tc_pair, dict(block_n=128, split=sp(128, 264), warps=4, nstage=4))
+        out["pair BN64 ns3 T528"] = (w4_tc_pair, dict(block_n=64, split=sp(64, 528), warps=4, nstage=3))
+        for bn in (64, 128, 256):
+            for t in (264, 528, 1056):
+                out[f"fused BN{bn} ns3 T{t}"] = (w4_tc_fused, dict(block_n=bn, split=sp(bn, t), warps=4, nstage=3))
+        out["fused BN128 ns3 T528 no-xpf"] = (w4_tc_fused, dict(block_n=128, split=sp(128, 528), warps=4, nstage=3,
+                                                                xpf=False))
+        for ns in (2, 4):
+            out[f"fused BN128 ns{ns} T528"] = (w4_tc_fused, dict(block_n=128, split=sp(128, 528), warps=4,
+                                                                 nstage=ns))
+        out["fused BN64 ns4 T528"] = (w4_tc_fused, dict(block_n=64, split=sp(64, 528), warps=4, nstage=4))
+        return out
 
     for bn, t in ((64, 528), (64, 1056), (128, 528), (128, 1056), (256, 528), (256, 1056)):
         out[f"planes BN{bn} ns3 T{t}"] = (w4_tc, dict(block_n=bn, split=sp(bn, t), warps=4, nstage=3))
@@ -444,9 +611,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_tc.json"))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--set", default="fused", choices=("first", "fused"))
     args = ap.parse_args()
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "checks": [], "rows": []}
+           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "set": args.set, "checks": [], "rows": []}
 
     def save():
         with open(args.out, "w") as f:
@@ -469,10 +637,17 @@ def main():
                                "pair BN64 split3": (w4_tc_pair, dict(block_n=64, split=3)),
                                "pair BN128": (w4_tc_pair, dict(block_n=128, split=1)),
                                "pair BN256 split5 ns4": (w4_tc_pair, dict(block_n=256, split=5, nstage=4)),
-                               "pair-dup1 BN128 split2": (w4_tc_pair, dict(block_n=128, split=2, dup=1))}.items():
+                               "pair-dup1 BN128 split2": (w4_tc_pair, dict(block_n=128, split=2, dup=1)),
+                               "fused BN64 split3": (w4_tc_fused, dict(block_n=64, split=3)),
+                               "fused BN128": (w4_tc_fused, dict(block_n=128, split=1)),
+                               "fused BN128 split4 no-xpf": (w4_tc_fused, dict(block_n=128, split=4, xpf=False)),
+                               "fused BN256 split5": (w4_tc_fused, dict(block_n=256, split=5))}.items():
             try:
                 y = fn(x, d["packed"], d["s4"], **kw).double()
                 row[name] = float((y - ref).abs().max() / ref.abs().max())
+                if name.startswith("fused"):  # a second call: the counters were left zero
+                    row[name + " again, max abs diff"] = float((fn(x, d["packed"], d["s4"], **kw).double()
+                                                                - y).abs().max())
             except Exception as exc:
                 row[name] = f"error: {str(exc)[:300]}"
         res["checks"].append(row)
@@ -486,7 +661,7 @@ def main():
                "rows (kernels.py)": lambda: kernels.w4a16_gemv(x, p4, s4, 128)}
         y0 = kernels.w4a16_gemv(x, p4, s4, 128).double()
         err = {}
-        for name, (fn, kw) in variants(n, k).items():
+        for name, (fn, kw) in variants(n, k, args.set).items():
             try:
                 y = fn(x, p4, s4, **kw).double()
                 err[name] = float((y - y0).abs().max() / y0.abs().max())
@@ -494,7 +669,7 @@ def main():
             except Exception as exc:  # a config that does not compile: say so, time the rest
                 err[name] = f"error: {str(exc)[:200]}"
         tiles = triton.cdiv(n, 128)
-        fns["tc prep alone"] = lambda: tc_prepare(x, n, tiles)
+        fns["x-prep kernel alone"] = lambda: tc_prepare(x, n, tiles)
         timed = interleaved(fns, rounds=args.rounds, flush_l2="read")
         us = {name: r.median_ms * 1e3 for name, r in timed.items()}
         bf = us["bf16 cuBLAS"]
