@@ -44,7 +44,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 TEMPLATES = {  # exercise -> a right submission to vary
-    "block_sum": "tests/submissions/block_sum/right_atomic_per_block.py",
+    # written as the workbook asks (its declarations), as a class's submissions are: the build links the binding
+    # object the grader prepares for the exercise; right_atomic_per_block.py (its own names) compiles main.cpp too
+    "block_sum": "tests/submissions/block_sum/right_workbook_declarations.py",
     "sum_many": "tests/submissions/sum_many/right_block_stride.py",
     "vector_add": "tests/submissions/vector_add/right_basic.py",
 }
@@ -92,6 +94,8 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
            "--timeout", str(timeout)]
     if isolation:
         cmd += ["--isolation", isolation]
+    cpu0 = cpu_counters()
+    sampler = ProcSampler()
     t0 = time.perf_counter()
     # The grader prints "[k/N] path  status  score  (s)" on stderr as each submission finishes: kept with the
     # time it arrived, so a batch stopped at ``limit`` still says how far it got.
@@ -123,6 +127,9 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
                     "per_minute_so_far": round(len(done) / wall * 60, 1), "stderr": "".join(err_tail)[-2000:]}
         reader.join(timeout=5)
     wall = time.perf_counter() - t0
+    cpu = cpu_used(cpu0, cpu_counters())
+    cpu["by_program"] = sampler.stop()
+    cpu["core_s"] = round(sum(v["core_s"] for v in cpu["by_program"].values()), 1)
     if not os.path.exists(out):
         return {"error": f"grade exited {proc.returncode} without a report", "stderr": "".join(err_tail)[-3000:],
                 "wall_s": round(wall, 2)}
@@ -140,7 +147,107 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
             "seconds_per_submission": {"min": secs[0], "median": secs[len(secs) // 2], "max": secs[-1]},
             "copies_seconds": [r["seconds"] for r in results if r["submission"].endswith("_copy.py")],
             "isolation": report.get("isolation"), "timing": sorted({r.get("timing", "") for r in results}),
-            "not_passed": bad[:10], "exit_code": proc.returncode, "finished": done}
+            "not_passed": bad[:10], "exit_code": proc.returncode, "finished": done,
+            "cpu": dict(cpu, per_submission_core_s=round(cpu["core_s"] / max(1, len(results)), 2))}
+
+
+def cpu_counters() -> dict:
+    """The machine's CPU time so far (/proc/stat: busy and all, in clock ticks)."""
+    out = {"busy": None, "all": None}
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        out.update(busy=sum(fields) - idle, all=sum(fields))
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+class ProcSampler:
+    """CPU seconds by program over a batch, read from /proc every ``every`` s: each process's user + system time
+    (the last value seen before it ended; what it had used before the sampler started is subtracted), summed by what
+    it runs (python's workers told apart by their command line). A process that starts and ends between two reads is
+    missed, so the sum is a little low; the compilers, the workers and the grader all run far longer than that."""
+
+    def __init__(self, every: float = 0.2):
+        import threading
+
+        self.every, self.seen, self.base, self.kind = every, {}, {}, {}
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.done = threading.Event()
+        self._read(first=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _read(self, first: bool = False) -> None:
+        try:
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            comm = text[text.index("(") + 1:text.rindex(")")]
+            rest = text[text.rindex(")") + 2:].split()
+            key = (pid, rest[19])  # pid and start time: a reused pid is another process
+            used = (int(rest[11]) + int(rest[12])) / self.tick
+            if first:
+                self.base[key] = used
+            if key not in self.kind:
+                self.kind[key] = self._kind(pid, comm)
+            self.seen[key] = used
+
+    @staticmethod
+    def _kind(pid: str, comm: str) -> str:
+        if not comm.startswith("python") and comm not in ("cc1plus", "cc1"):
+            return comm
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            return comm
+        if not comm.startswith("python"):  # the compiler's input file: nvcc's own passes read tmpxft_* files
+            files = [os.path.basename(a) for a in args[1:] if re.search(r"\.(cpp|cu|c|ii|i|h)$", a)]
+            name = files[0] if files else "?"
+            return f"{comm} {'(nvcc pass)' if name.startswith('tmpxft') else name}" + (" -E" if "-E" in args else "")
+        for a in args[1:]:
+            if a == "-c":
+                return "python -c"
+            if a.startswith("gpucourse") or "worker" in a or a.endswith(".py"):
+                return f"python {os.path.basename(a)}"
+        return "python " + " ".join(args[1:3])[:40]
+
+    def _run(self) -> None:
+        while not self.done.wait(self.every):
+            self._read()
+
+    def stop(self) -> dict:
+        self.done.set()
+        self.thread.join(timeout=5)
+        self._read()
+        by: dict = {}
+        for key, used in self.seen.items():
+            extra = used - self.base.get(key, 0.0)
+            if extra > 0:
+                k = self.kind[key]
+                n, s = by.get(k, (0, 0.0))
+                by[k] = (n + (key not in self.base), s + extra)
+        top = sorted(by.items(), key=lambda kv: -kv[1][1])
+        return {k: {"processes": n, "core_s": round(s, 1)} for k, (n, s) in top if s >= 0.05}
+
+
+def cpu_used(before: dict, after: dict) -> dict:
+    """``busy``: the fraction of all the machine's cores that were busy during the batch (anything running counts),
+    where /proc/stat exists. A batch whose ``busy`` is near 1 is CPU bound: only fewer CPU seconds per submission
+    make it faster (:class:`ProcSampler` says whose they are)."""
+    res = {"busy": None}
+    if before["all"] is not None and after["all"] is not None and after["all"] > before["all"]:
+        res["busy"] = round((after["busy"] - before["busy"]) / (after["all"] - before["all"]), 3)
+    return res
 
 
 PHASES = ("prebuild", "queued", "startup", "draw", "wait_shared", "cases", "perf_draw", "wait_exclusive", "timing",
@@ -241,10 +348,13 @@ def build_phases(template: str, layout: str) -> dict:
         cuda_build.forget_loaded()
         name = f"phases_{layout}"
         t0 = time.perf_counter()
-        mod = cuda_build.build(name, ns["KERNELS"], ns["BINDING"], ns["CPP"], [ns["CPP"].split("(")[0].split()[-1]])
+        part = {end: next(v for k, v in ns.items() if k.endswith(end) and isinstance(v, str))
+                for end in ("KERNELS", "BINDING", "CPP")}  # KERNELS or BLOCK_SUM_KERNELS (the workbook's names)
+        fname = part["CPP"].split("(")[0].split()[-1]
+        mod = cuda_build.build(name, part["KERNELS"], part["BINDING"], part["CPP"], [fname])
         wall = time.perf_counter() - t0
         x = torch.rand(1_000_003, device="cuda") - 0.25
-        fn = getattr(mod, ns["CPP"].split("(")[0].split()[-1])
+        fn = getattr(mod, fname)
         got, want = float(fn(x)), float(x.double().sum())
         build_dir = max(glob.glob(os.path.join(cache, "cuda", f"{name}_*")), key=os.path.getmtime)
         return {"layout": getattr(mod, "build_layout", layout), "wall_s": round(wall, 2),
@@ -290,6 +400,8 @@ def worker_probe(isolation: str | None) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--exercise", default="block_sum", choices=sorted(TEMPLATES))
+    ap.add_argument("--template", default=None, help="a right submission to vary (default: the exercise's in "
+                    "TEMPLATES)")
     ap.add_argument("--distinct", type=int, default=32)
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -304,6 +416,8 @@ def main(argv=None) -> int:
                     help="layouts to time one in-process build of, per translation unit (GPU)")
     ap.add_argument("--prebuild-jobs", type=int, default=None, help="CUDA compiles at once ahead of the grading "
                     "slots ($GPUCOURSE_PREBUILD_JOBS for the grader; its default is --jobs)")
+    ap.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE",
+                    help="set these in the grade command's environment (e.g. OMP_NUM_THREADS=1, to compare)")
     ap.add_argument("--budget", type=float, default=3600.0, help="seconds: skip steps once this much has passed")
     ap.add_argument("--out", default=None, help="JSON results path")
     args = ap.parse_args(argv)
@@ -315,7 +429,8 @@ def main(argv=None) -> int:
 
     ex = get(args.exercise)
     cuda = ex.kind == "cuda"
-    record = {"exercise": args.exercise, "template": TEMPLATES[args.exercise], "mode": device.mode(),
+    template = args.template or TEMPLATES[args.exercise]
+    record = {"exercise": args.exercise, "template": template, "mode": device.mode(),
               "cpus": os.cpu_count(), "machine": platform.machine(), "environment": env.versions(),
               "command": " ".join(sys.argv), "steps": {}}
 
@@ -330,6 +445,15 @@ def main(argv=None) -> int:
     def left() -> float:
         return args.budget - (time.perf_counter() - start)
 
+    from gpucourse.grading import pycache
+
+    t0 = time.perf_counter()
+    made = pycache.prepare()
+    record["steps"]["prepare_pycache"] = dict(pycache.status(), seconds=round(time.perf_counter() - t0, 2),
+                                              prepared=made is not None,
+                                              note="bytecode for the workers where the installed packages have "
+                                                   "none: once per machine and set of packages, kept in the "
+                                                   "grader's cache, so the batch below finds it ready")
     if cuda and device.on_gpu():
         t0 = time.perf_counter()
         folder = cuda_build.prepare_shared()
@@ -350,7 +474,7 @@ def main(argv=None) -> int:
             if left() < 60:
                 record["steps"][f"phases_{layout}"] = "skipped: budget"
                 continue
-            record["steps"][f"phases_{layout}"] = build_phases(TEMPLATES[args.exercise], layout)
+            record["steps"][f"phases_{layout}"] = build_phases(template, layout)
             save()
     layouts = args.layouts if cuda else ["-"]
     work = tempfile.mkdtemp(prefix="gpucourse-throughput-")
@@ -364,10 +488,15 @@ def main(argv=None) -> int:
                 continue
             folder = os.path.join(work, layout.strip("-") or "batch")
             copies = min(args.copies, distinct)
-            write_batch(folder, TEMPLATES[args.exercise], distinct, copies)
+            write_batch(folder, template, distinct, copies)
             run_env = dict(os.environ)
             if cuda:
                 run_env[cuda_build.BUILD_ENV] = layout
+            for item in args.env:
+                name, sep, value = item.partition("=")
+                if not sep or not name:
+                    ap.error(f"--env {item!r}: expected NAME=VALUE")
+                run_env[name] = value
             if args.prebuild_jobs:
                 run_env[grader.PREBUILD_JOBS_ENV] = str(args.prebuild_jobs)
             trace = os.path.join(work, f"trace-{layout.strip('-') or 'batch'}.jsonl")
@@ -380,7 +509,8 @@ def main(argv=None) -> int:
             # other users of the machine's cores show here (the 1-minute load average counts this batch too)
             res["load_average_1m"] = {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)}
             res.update(distinct=distinct, copies=copies, layout=layout if cuda else None,
-                       prebuild_jobs=(args.prebuild_jobs or jobs) if cuda and device.on_gpu() else None)
+                       prebuild_jobs=(args.prebuild_jobs or jobs) if cuda and device.on_gpu() else None,
+                       env=list(args.env))
             record["steps"][f"grade_{layout}" if cuda else "grade"] = res
             save()
     finally:

@@ -112,7 +112,7 @@ import torch
 from .. import cuda_build
 from .. import device as _device
 from .. import env as _env
-from . import checker, gpulock, launches, protocol, sandbox
+from . import checker, gpulock, launches, protocol, pycache, sandbox
 
 DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
@@ -257,6 +257,7 @@ def _worker_env(gpu: str | None, tmp: str) -> dict:
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     env.update(cuda_build.worker_env())  # the read-only precompiled header prepared in grade(), the build layout
+    env.update(pycache.worker_env())  # bytecode the grader compiled where the installed packages have none
     return env
 
 
@@ -1027,6 +1028,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
         print(f"gpucourse grade: isolation: {isolation.detail}", file=sys.stderr, flush=True)
     jobs = max(1, int(jobs))
     compiles = (prebuild_jobs or _prebuild_jobs() or jobs) if _needs_prebuild(ex) else 0
+    pycache.prepare()  # where the installed packages carry no bytecode, compiled once for every worker to read
     if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
         cuda_build.prepare_shared()
         if ex.cuda_binding:  # the exercise's pybind11 module, compiled once; submissions declaring the same link it

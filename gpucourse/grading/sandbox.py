@@ -207,8 +207,10 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
         cmd += ["--ro-bind", path, path]
     from .. import cuda_build
 
-    for path in cuda_build.worker_binds():  # what the grader built for every worker (a precompiled header)
-        cmd += ["--ro-bind", path, path]
+    from . import pycache
+
+    for path in cuda_build.worker_binds() + pycache.worker_binds():  # what the grader built for every worker
+        cmd += ["--ro-bind", path, path]  # (precompiled headers, the binding object, compiled bytecode)
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     if _has_option(iso.bwrap, "--size"):  # the sandbox's own /dev/shm, small: it is memory
         cmd += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
