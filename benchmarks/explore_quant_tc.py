@@ -27,7 +27,11 @@ never rewritten, nor shared-memory staged:
 
 A small kernel first writes x^T in planes (bf16, (8, K/8, 16)), the per-group sums and zeroes the counters.
 
-    python3 benchmarks/explore_quant_tc.py            (writes $OUT/explore_quant_tc.json when $OUT is set)
+    python3 benchmarks/explore_quant_tc.py --set first|fused|lesson   (writes $OUT/explore_quant_tc.json)
+
+--set first: the first H100 run (results/h100-explore-quant-tc.json); fused: the second, the variant with no x-prep
+kernel (h100-explore-quant-tc2.json); lesson: that variant as added to kernels.py (w4a16_tc_kernel), through
+w4a16_gemv, beside the explored one (h100-explore-quant-tc3.json).
 """
 import argparse
 import json
@@ -574,6 +578,11 @@ def variants(n, k, which="fused"):
     def sp(bn, t):
         return split_for(triton.cdiv(n, bn), t)
 
+    if which == "lesson":  # the path added to kernels.py, through w4a16_gemv, against the explored kernel
+        from gpucourse.lessons.l07_quantization import kernels
+        out["kernels.py tc (w4a16_gemv default)"] = (lambda x, p, s: kernels.w4a16_gemv(x, p, s, 128), {})
+        out["fused BN128 ns3 T528"] = (w4_tc_fused, dict(block_n=128, split=sp(128, 528), warps=4, nstage=3))
+        return out
     if which == "fused":
         out["pair BN128 ns4 T264"] = (w4_tc_pair, dict(block_n=128, split=sp(128, 264), warps=4, nstage=4))
         out["pair BN64 ns3 T528"] = (w4_tc_pair, dict(block_n=64, split=sp(64, 528), warps=4, nstage=3))
@@ -611,7 +620,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_tc.json"))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--set", default="fused", choices=("first", "fused"))
+    ap.add_argument("--set", default="fused", choices=("first", "fused", "lesson"))
     args = ap.parse_args()
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "set": args.set, "checks": [], "rows": []}
@@ -628,7 +637,8 @@ def main():
         w = packing.unpack_int4_torch(d["packed"]).double() * d["s4"].double().repeat_interleave(128, 1)
         ref = x.double() @ w.T
         row = {"shape": [m, n, k]}
-        for name, (fn, kw) in {"rows": (lambda x, p, s: kernels.w4a16_gemv(x, p, s, 128), {}),
+        for name, (fn, kw) in {"rows": (lambda x, p, s: kernels.w4a16_gemv(x, p, s, 128, tc=False), {}),
+                               "kernels.py default": (lambda x, p, s: kernels.w4a16_gemv(x, p, s, 128), {}),
                                "tc BN64 split3": (w4_tc, dict(block_n=64, split=3)),
                                "tc BN128": (w4_tc, dict(block_n=128, split=1)),
                                "tc BN256 split5": (w4_tc, dict(block_n=256, split=5)),
@@ -658,8 +668,8 @@ def main():
         x = torch.randn(1, k, generator=gen).to(torch.bfloat16).cuda()
         p4, s4 = d["packed"], d["s4"]
         fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
-               "rows (kernels.py)": lambda: kernels.w4a16_gemv(x, p4, s4, 128)}
-        y0 = kernels.w4a16_gemv(x, p4, s4, 128).double()
+               "rows (kernels.py)": lambda: kernels.w4a16_gemv(x, p4, s4, 128, tc=False)}
+        y0 = kernels.w4a16_gemv(x, p4, s4, 128, tc=False).double()
         err = {}
         for name, (fn, kw) in variants(n, k, args.set).items():
             try:

@@ -15,6 +15,11 @@ int4 weights, dequantized in registers and accumulated in float32.
   kernel writes first (:func:`x_planes`, why: above ``x_planes_kernel``).
 * *dot* (larger M): tiles of ``BLOCK_M`` rows of x against ``BLOCK_N`` weight rows on tensor cores (``tl.dot`` on
   bf16 operands: the int8/int4 values are exact in bf16, products are exact in float32, the sum is float32).
+* *tc* (int4, M = 1, bf16, on an H100 or newer: :func:`w4a16_tc_kernel`): the weights as the *A* operand of a
+  tensor-core dot, ``out^T = W @ x^T``, which Hopper's wgmma takes from registers, so the dequantized weights never
+  go through shared memory; x^T, padded to 16 columns, is the small B operand. Dequantizing is Marlin's bf16 trick
+  in inline PTX, two weights a LOP3 (+ a shift and an FMA), and several programs share each block of rows (split-K).
+  ``benchmarks/explore_quant_tc.py`` measured it against the rows path (results/h100-explore-quant-tc2.json).
 
 The weights dominate the bytes moved (N*K for int8, N*K/2 for int4 against 2*N*K for bf16); at M = 1 the kernel is
 memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`), as long as the arithmetic per weight keeps
@@ -44,16 +49,20 @@ CONFIGS = {
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
     "w4_rows": dict(BLOCK_N=4, BLOCK_W=128, num_warps=1),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
+    "w4_tc": dict(BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=4, num_warps=4),  # explore_quant_tc.py: "fused BN128 ns3 T528"
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
     "w4_rows_max_m": 4,
+    "w4_tc_max_m": 1,  # M up to this takes the tc path where it can run (bf16 x, sm_90+, group >= 64); measured at 1
 }
 CPU_CONFIGS = {
     "w8_rows": dict(BLOCK_N=32, BLOCK_K=256, STAGES=1),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64),
     "w4_rows": dict(BLOCK_N=32, BLOCK_W=32),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32),
+    "w4_tc": dict(BLOCK_N=32, NSTAGE=1, SPLIT=3),
     "w8_rows_max_m": 4,
     "w4_rows_max_m": 4,
+    "w4_tc_max_m": 0,  # off in the interpreter unless asked for (tc=True): it runs there, slowly, in float32
 }
 
 
@@ -235,6 +244,125 @@ if triton is not None:
         tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
                  mask=m_ok[:, None] & n_ok[None, :])
 
+    # The tensor-core int4 GEMV (M <= 16, at its best at M = 1). out^T[BLOCK_N, 16] = W[BLOCK_N, K] @ x^T[K, 16]: the
+    # weights are the A operand, which a Hopper wgmma reads from registers, and x^T (16 columns, those past M zero)
+    # is B, from shared memory. The words are dequantized in the register layout of A itself:
+    # * Marlin's bf16 trick: a nibble ORed into the mantissa of the bf16 128 (0x4300) reads 128 + nibble; flipping
+    #   its top bit in the same logic op (LOP3: (v & 0x000F000F) ^ 0x43084308) makes it 128 + (q + 8), and one
+    #   bf16x2 FMA (v * 1 - 136) leaves q, exact. Each 32-bit register holds two bf16 weights: nibble j of a word in
+    #   its low half and nibble j + 4 (16 bits up) in its high half, so one LOP3 (after a shift by 4j) makes two.
+    # * In a dot's A operand, a register holds the pair of columns 2c, 2c + 1. So for each j = 0..3 the words of a
+    #   group are duplicated into a (BLOCK_N, 2 * words) tile (join with themselves: element 2w + d is word w) and
+    #   the asm, handed the pair (pack=2), reads its first element: column 2w + d of A_j is nibble j + 4d of word
+    #   w, i.e. weight column 8w + j + 4d. A group is 4 dots, A_j against x's columns in that order (B_j, gathered
+    #   from x: no kernel rewrites x first). The asm is *not* elementwise: it is right because each pack is a
+    #   column pair of A's register layout (the interpreter, and any GPU without inline PTX, use _int4_pairs's
+    #   plain-Triton branch, elementwise; explore_quant_tc.py checked the asm on the H100).
+    # * The group's float32 partial (BLOCK_N, 16) is scaled by the group's scales and accumulated in float32.
+    # * N / BLOCK_N tiles are too few programs to keep an H100's memory busy (8192 / 128 = 64), so SPLIT programs
+    #   share a tile, each over a range of groups; each writes its float32 partial, and the last to finish (a
+    #   counter per tile) adds the SPLIT partials in order and writes the output, then zeroes its counter for the
+    #   next call (like Marlin's workspace).
+    _PAIR_ASM = """{
+    .reg .b32 t, one, off;
+    mov.b32 one, 0x3F803F80;
+    mov.b32 off, 0xC308C308;
+    shr.u32 t, $1, SHIFT;
+    lop3.b32 t, t, 0x000F000F, 0x43084308, 0x6A;
+    fma.rn.bf16x2 $0, t, one, off;
+    }"""
+    _PAIR_ASM0 = tl.constexpr(_PAIR_ASM.replace("SHIFT", "0"))
+    _PAIR_ASM1 = tl.constexpr(_PAIR_ASM.replace("SHIFT", "4"))
+    _PAIR_ASM2 = tl.constexpr(_PAIR_ASM.replace("SHIFT", "8"))
+    _PAIR_ASM3 = tl.constexpr(_PAIR_ASM.replace("SHIFT", "12"))
+
+    @triton.jit
+    def _int4_pairs(ud, J: tl.constexpr, ASM: tl.constexpr):
+        """ud (BLOCK_N, 2 * words), element 2w + d = word w -> bf16 q: column 2w + d is nibble J + 4d of word w."""
+        if ASM:
+            if J == 0:
+                return tl.inline_asm_elementwise(_PAIR_ASM0, "=r,r,r", [ud], dtype=tl.bfloat16, is_pure=True, pack=2)
+            elif J == 1:
+                return tl.inline_asm_elementwise(_PAIR_ASM1, "=r,r,r", [ud], dtype=tl.bfloat16, is_pure=True, pack=2)
+            elif J == 2:
+                return tl.inline_asm_elementwise(_PAIR_ASM2, "=r,r,r", [ud], dtype=tl.bfloat16, is_pure=True, pack=2)
+            else:
+                return tl.inline_asm_elementwise(_PAIR_ASM3, "=r,r,r", [ud], dtype=tl.bfloat16, is_pure=True, pack=2)
+        else:
+            d = (tl.arange(0, ud.shape[1]) % 2)[None, :]
+            v = (((ud >> (4 * J + 16 * d)) & 0xF) ^ 8) - 8
+            return v.to(tl.float32).to(tl.bfloat16)  # via float32: the interpreter's int32 -> bf16 gives NaN
+
+    @triton.jit
+    def _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, J: tl.constexpr):
+        """B_J of the group starting at column k0: B_J[2w + d, m] = x[m, k0 + 8w + J + 4d] (zero for m >= M)."""
+        return tl.load(x_ptr + rm[None, :] * stride_xm + (k0 + 8 * (rk // 2) + J + 4 * (rk % 2))[:, None],
+                       mask=(rm < M)[None, :], other=0.0)
+
+    @triton.jit
+    def _tc_dot(a, b, acc, INTERPRETED: tl.constexpr):
+        if INTERPRETED:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584): float32 there, exact
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        else:
+            return tl.dot(a, b, acc)
+
+    @triton.jit
+    def w4a16_tc_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_xm, stride_wn, stride_sn,
+                        stride_om, GPS, SPLIT, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr,
+                        NSTAGE: tl.constexpr, ASM: tl.constexpr, INTERPRETED: tl.constexpr):
+        """Program (tile, split): rows tile * BLOCK_N .., groups split * GPS .. + GPS. w_ptr: int32 words (N, KW) of
+        8 nibbles; part_ptr: float32 (SPLIT, MX, N) partials; cnt_ptr: a counter a tile, zero on entry and exit."""
+        WPG: tl.constexpr = GROUP // 8  # words a group
+        KP: tl.constexpr = 2 * WPG  # columns of each of a group's 4 dots
+        pid_n = tl.program_id(0)
+        pid_k = tl.program_id(1)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = rn < N
+        rw = tl.arange(0, WPG)
+        rk = tl.arange(0, KP)
+        rm = tl.arange(0, MX)
+        w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
+        s_rows = s_ptr + rn.to(tl.int64) * stride_sn
+        acc = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+        g0 = pid_k * GPS
+        g1 = tl.minimum(g0 + GPS, KW // WPG)
+        # x's tiles for the next group are loaded into registers during this one's dots: Triton does not pipeline
+        # these 2-byte gathers (the words and scales it does, through shared memory: NSTAGE)
+        b0 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 0)
+        b1 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 1)
+        b2 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 2)
+        b3 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 3)
+        for g in tl.range(g0, g1, num_stages=NSTAGE):
+            u = tl.load(w_rows + (g * WPG + rw)[None, :], mask=n_ok[:, None], other=0)
+            s = tl.load(s_rows + g, mask=n_ok, other=0.0)
+            ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
+            kn = tl.minimum(g + 1, g1 - 1) * GROUP  # the last step reloads its own group: in bounds, unused
+            c0 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 0)
+            c1 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 1)
+            c2 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 2)
+            c3 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 3)
+            part = _tc_dot(_int4_pairs(ud, 0, ASM), b0, tl.zeros((BLOCK_N, MX), dtype=tl.float32), INTERPRETED)
+            part = _tc_dot(_int4_pairs(ud, 1, ASM), b1, part, INTERPRETED)
+            part = _tc_dot(_int4_pairs(ud, 2, ASM), b2, part, INTERPRETED)
+            part = _tc_dot(_int4_pairs(ud, 3, ASM), b3, part, INTERPRETED)
+            acc += part * s[:, None]
+            b0, b1, b2, b3 = c0, c1, c2, c3
+        mm = n_ok[:, None] & (rm < M)[None, :]
+        if SPLIT > 1:
+            tl.store(part_ptr + pid_k * (MX * N) + rm[None, :] * N + rn[:, None], acc, mask=mm)
+            tl.debug_barrier()  # every thread's partial is written before the count
+            done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
+            if done == SPLIT - 1:  # the last split of this tile: add the partials in order (deterministic)
+                tot = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+                for k in range(0, SPLIT):
+                    tot += tl.load(part_ptr + k * (MX * N) + rm[None, :] * N + rn[:, None], mask=mm, other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty),
+                         mask=mm)
+                tl.atomic_xchg(cnt_ptr + pid_n, 0)  # zero again for the next call
+        else:
+            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty), mask=mm)
+
 
 MAGIC = 0x4B000000  # the bits of the float 2**23 (field_to_float)
 
@@ -323,10 +451,56 @@ def check_group_size(group_size, k: int) -> None:
         raise ValueError(f"group_size {group_size} does not divide K = {k}: every group must be whole")
 
 
+_COUNTERS: dict = {}
+
+
+def _tile_counters(device, n: int) -> torch.Tensor:
+    """The tc path's split-K counters for this device: int32, zero between calls (each call leaves them zero)."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        buf = _COUNTERS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return buf
+
+
+def tc_available(x: torch.Tensor, group_size: int) -> bool:
+    """Whether the tensor-core int4 path can run for this x: bf16, M <= 16, group >= 64 (a group's dots need
+    K >= 16), and Triton's interpreter or a GPU of compute capability 9.0+ (its wgmma and bf16x2 PTX)."""
+    if triton is None or x.dtype != torch.bfloat16 or x.shape[0] > 16 or group_size < 64:
+        return False
+    return INTERPRETED or (x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0))
+
+
+def w4a16_tc(x, words, scales, group_size: int, out, **config) -> torch.Tensor:
+    """The tensor-core path (:func:`w4a16_tc_kernel`) into ``out`` (M, N): x (M <= 16, K) bf16, words int32
+    (N, K // 8). ``config``: BLOCK_N, NSTAGE, num_warps, and the split: SPLIT, or CTAS_PER_SM (SPLIT chosen so that
+    tiles * SPLIT is about that many programs an SM)."""
+    m, k = x.shape
+    n, kw = words.shape
+    c = dict(configs()["w4_tc"], **config)
+    groups = k // group_size
+    tiles = triton.cdiv(n, c["BLOCK_N"])
+    if "SPLIT" in c:
+        split = c["SPLIT"]
+    else:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.device.type == "cuda" else 1
+        split = round(c["CTAS_PER_SM"] * sms / tiles)
+    split = max(1, min(split, groups))
+    gps = triton.cdiv(groups, split)
+    split = triton.cdiv(groups, gps)  # no split without a group
+    part = torch.empty(split, 16, n, dtype=torch.float32, device=x.device) if split > 1 else out
+    w4a16_tc_kernel[(tiles, split)](
+        x, words, scales, part, _tile_counters(x.device, tiles), out, m, n, kw, x.stride(0), words.stride(0),
+        scales.stride(0), out.stride(0), gps, split, GROUP=group_size, BLOCK_N=c["BLOCK_N"], MX=16,
+        NSTAGE=c["NSTAGE"], ASM=not INTERPRETED, INTERPRETED=INTERPRETED, num_warps=c.get("num_warps", 4))
+    return out
+
+
 def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int,
                **config) -> torch.Tensor:
     """``x @ W.T`` where ``W[n, k] = int4(packed)[n, k] * scales[n, k // group_size]``: x (M, K) bf16/fp16, packed
-    (N, K // 2) uint8, scales (N, K // group_size) float32 -> (M, N) in x's dtype."""
+    (N, K // 2) uint8, scales (N, K // group_size) float32 -> (M, N) in x's dtype. ``config``: ``tc=True/False``
+    (the tensor-core path; by default where :func:`tc_available` and M <= ``w4_tc_max_m``), ``rows=True/False``,
+    block sizes."""
     _need_triton()
     if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8 or packed.dim() != 2:
         raise TypeError(f"packed must be a 2-D uint8 tensor (N, K // 2); got "
@@ -344,10 +518,18 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
     x, packed, scales = x.contiguous(), packed.contiguous(), scales.contiguous()
     m = x.shape[0]
     cfg = configs()
+    tc = config.pop("tc", None)
+    if tc is None:
+        tc = m <= cfg["w4_tc_max_m"] and "rows" not in config and tc_available(x, group_size)
+    elif tc and not tc_available(x, group_size):
+        raise ValueError("the tensor-core path (tc=True) needs bf16 x with M <= 16, group_size >= 64, and Triton's "
+                         "interpreter or a GPU of compute capability 9.0 or newer")
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    if tc:
+        return w4a16_tc(x, _words(packed), scales, group_size, out, **config)
     rows = config.pop("rows", m <= cfg["w4_rows_max_m"])
     c = dict(cfg["w4_rows" if rows else "w4_dot"], **config)
     warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     if rows:
         words = _words(packed)
         w4a16_rows_kernel[(m, triton.cdiv(n, c["BLOCK_N"]))](
