@@ -872,3 +872,34 @@ def test_prepared_submissions_no_slot_took_are_deleted_when_the_batch_stops(monk
     assert taken.path == "s0.py" and os.path.isdir(taken.stage)  # the slot's own is the slot's to delete
     assert {f.name: f.exists() for f in made if f.name != "prepared-s0.py"} == {"prepared-s1.py": False,
                                                                                "prepared-s2.py": False}
+
+
+def test_a_batch_shares_the_cores_among_its_workers_unless_the_instructor_set_the_threads(monkeypatch, tmp_path):
+    """grade() gives each worker OMP_NUM_THREADS (and MKL's, OpenBLAS's) = cores // workers at once, at least 1:
+    16 torch processes of 16 threads each on 16 cores spent CPU the compiles needed. An OMP_NUM_THREADS in the
+    grader's environment is the instructor's choice and passes as it is; a single grade_one sets nothing."""
+    seen = []
+    real = grader._worker_env
+
+    def spy(gpu, tmp):
+        env = real(gpu, tmp)
+        seen.append({k: env.get(k) for k in grader.THREADS_ENV})
+        return env
+
+    monkeypatch.setattr(grader, "_worker_env", spy)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(grader.os, "cpu_count", lambda: 6)
+    ex, path = get("vector_add"), os.path.join(FOLDER, "right_basic.py")
+    report = grader.grade(ex, [path, path], timeout=120, jobs=2, progress=False)
+    assert [r["status"] for r in report["results"]] == ["passed", "passed"]
+    assert seen and all(s == dict.fromkeys(grader.THREADS_ENV, "3") for s in seen), seen
+    assert grader._threads_per_worker[0] is None  # the batch's setting ends with it
+    assert grader.worker_threads(16) == 1 and grader.worker_threads(0) == 6
+    seen.clear()
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    grader.grade(ex, [path], timeout=120, jobs=2, progress=False)
+    assert seen and all(s["OMP_NUM_THREADS"] == "5" and s["MKL_NUM_THREADS"] is None for s in seen), seen
+    seen.clear()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert grader.grade_one(ex, path, 120).status == "passed"
+    assert seen and all(v is None for s in seen for v in s.values()), seen

@@ -237,6 +237,18 @@ ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_", "TZ", "TMPDIR", "LD_LIBRARY_PA
                "OMP_NUM_THREADS", "TRITON_")
 
 
+THREADS_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_threads_per_worker: list = [None]  # set by grade() for its batch: the machine's cores shared among its jobs
+
+
+def worker_threads(jobs: int) -> int:
+    """CPU threads per worker when ``jobs`` run at once: the cores shared among them (at least one). Each worker is
+    a torch process whose thread pools default to every core, and a batch of --jobs 16 on 16 cores otherwise runs
+    16 x 16 threads whose spinning costs CPU the compiles need (on the H100, 17.4 -> 13.8 s of CPU per CUDA
+    submission with one thread each, benchmarks/results/h100-grading-cpu.json)."""
+    return max(1, (os.cpu_count() or 1) // max(1, int(jobs)))
+
+
 def _worker_env(gpu: str | None, tmp: str) -> dict:
     """The environment of the worker whose temporary directory is ``tmp``: the allow-listed variables only, and
     HOME and every cache in ``tmp``, so nothing the grader keeps in its environment and no cache is shared."""
@@ -254,6 +266,8 @@ def _worker_env(gpu: str | None, tmp: str) -> dict:
                LOGNAME="grader")
     if _device.mode() == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    if _threads_per_worker[0] is not None and "OMP_NUM_THREADS" not in os.environ:  # the instructor's, where set
+        env.update(dict.fromkeys(THREADS_ENV, str(_threads_per_worker[0])))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     env.update(cuda_build.worker_env())  # the read-only precompiled header prepared in grade(), the build layout
@@ -1029,6 +1043,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     jobs = max(1, int(jobs))
     compiles = (prebuild_jobs or _prebuild_jobs() or jobs) if _needs_prebuild(ex) else 0
     pycache.prepare()  # where the installed packages carry no bytecode, compiled once for every worker to read
+    _threads_per_worker[0] = worker_threads(jobs + compiles)
     if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
         cuda_build.prepare_shared()
         if ex.cuda_binding:  # the exercise's pybind11 module, compiled once; submissions declaring the same link it
@@ -1064,6 +1079,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(task, range(len(paths))))
     finally:
+        _threads_per_worker[0] = None
         bar.close()
         if ahead is not None:
             ahead.close()
