@@ -18,6 +18,10 @@ viewing, copying, casting and filling tensors is fine.
 """
 
 
+# What a float32 sum whose block partials arrive in any order may miss the float64 reference by (see EXERCISE).
+ATOMIC_ORDER_TOLERANCE = Tolerance(rtol=2e-5, atol_scale=1e-6)
+
+
 def make_inputs(params: dict, gen) -> tuple:
     import torch
 
@@ -48,11 +52,15 @@ EXERCISE = Exercise(
     cases=tuple(Case(f"n={n}", {"n": n}) for n in (0, 1, 31, 32, 33, 1023, 1025, 4097, 65_537)) + (
         Case("n=2^22+3 (millions, odd)", {"n": device.size(cpu=2**16 + 3, gpu=2**22 + 3)}),
     ),
-    # rtol 5e-6 of |sum| (about sum(|x|) here): a float32 sum of millions of values in any sensible order (tree,
-    # grid-stride, per-thread loops of thousands) lands within ~1e-6; a race that loses a handful of values does not.
-    # float32 sums in another order differ in the last bits; atomics make the order change between runs, so the
-    # determinism check (run twice) allows the same tolerance rather than demanding identical bits.
-    tolerance={"float32": Tolerance(rtol=5e-6, atol_scale=1e-6)},
+    # rtol 2e-5 of |sum| (about sum(|x|) here). A right kernel may add its block partials with atomics, in an order
+    # that changes between runs: float32 additions of n/block partials one after another into a total near 1e6. For
+    # n = 2^22+3, simulated in that order (tests/lessons/test_l04_cuda_reduction.py), the error reaches 3.3e-6 of
+    # the sum with 256-thread blocks and 8.7e-6 with 64-thread ones; on the H100 a right 256-thread submission once
+    # landed at 6.3e-6, and the old 5e-6 failed it (benchmarks/results/h100-grading-throughput.json). Losing one
+    # block of 256 values costs about 6e-5 of the sum, and the races the checker must catch cost far more. float32
+    # sums in another order differ in the last bits; atomics make the order change between runs, so the determinism
+    # check (run twice) allows the same tolerance rather than demanding identical bits.
+    tolerance={"float32": ATOMIC_ORDER_TOLERANCE},
     determinism="tolerance",
     reference_ops=("aten.sum",),
     gpu_only=True,
