@@ -315,3 +315,40 @@ def test_recorded_rounds_print_the_committed_runs_and_back_the_prose(capsys):
     assert 40 <= k["dram_pct"] <= 60 and k["registers"] == 127
     ncu = recorded.ncu_planes()
     assert set(ncu) == {"w8a16_kernel", "x_planes_kernel", "w4a16_rows_kernel"}
+
+
+def test_recorded_tc_run_prints_the_committed_figures_and_backs_the_prose(capsys):
+    """Section 4b's table: the tensor-core path's recorded H100 run (h100-explore-quant-tc3.json) beside the rows path
+    and bf16, and the read floor (h100-explore-quant-access.json). The prose reads from it: the tc path is the faster
+    of the two where the rows path is slowest (4096 x 14336) and about even elsewhere, its error is the rows path's,
+    and reading the int4 words alone allows a bit over 3.2x bf16, which no GEMV reaches (the target needs the floor)."""
+    from gpucourse.lessons.l07_quantization import recorded
+
+    r = recorded.show_tc()
+    out = capsys.readouterr().out
+    assert "not measured here" in out and "H100" in out
+    shapes = {s["shape"]: s for s in r["shapes"]}
+    assert set(shapes) == {tuple(s) for s in measure.SHAPES}
+    for s in shapes.values():
+        assert f"{s['tc']:8.1f} µs {s['bf16'] / s['tc']:5.2f}x" in out and f"{s['rows']:8.1f} µs" in out
+        assert 2.0 < s["bf16"] / s["tc"] < 2.5 and s["tc"] > r["read_only"]
+    down = shapes[(4096, 14336)]
+    assert down["tc"] < 0.9 * down["rows"]
+    assert all(abs(s["tc"] / s["rows"] - 1) < 0.06 for k, s in shapes.items() if k != (4096, 14336))
+    assert r["same_error_as_rows"] and len(r["checked_shapes"]) == 2
+    floor = r["read_bf16"] / r["read_only"]
+    assert 3.2 <= floor < 3.4 and r["read_bf16"] / r["read_fastest"] < 3.4
+    assert f"= {floor:.2f}x" in out
+
+
+def test_w4a16_path_is_the_default_the_gemv_takes():
+    """Section 4 prints which int4 path runs here: w4a16_path is what w4a16_gemv picks when not told."""
+    cfg = kernels.configs()
+    x1 = torch.zeros(1, 256, dtype=torch.bfloat16, device=DEV)
+    want = "tc" if cfg["w4_tc_max_m"] >= 1 and kernels.tc_available(x1, 128) else "rows"
+    assert kernels.w4a16_path(x1, 128) == want
+    assert kernels.w4a16_path(x1, 32) == "rows"  # groups of 32: no tc path (a group's dots need K >= 16)
+    assert kernels.w4a16_path(x1.half(), 128) == "rows"
+    assert kernels.w4a16_path(torch.zeros(cfg["w4_rows_max_m"] + 1, 256, device=DEV), 128) == "dot"
+    if not gpucourse.on_gpu():
+        assert want == "rows"  # the interpreter runs the tc path only when asked (tc=True)

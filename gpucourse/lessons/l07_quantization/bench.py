@@ -1,8 +1,9 @@
 """Lesson 07: the quantized GEMVs against bf16 cuBLAS, the torch paths, torchao and the copy ceiling.
 
 The workbook's solutions (``solutions/07_quantization.ipynb``, the one place they live) are the kernels the targets
-are held to; the lesson's kernels (:mod:`.kernels`, which add a tensor-core path for larger batches) are timed beside
-them, and drive the batch sweep and the MLP block. Every ratio is measured within one run (see :mod:`.measure`).
+are held to; the lesson's kernels (:mod:`.kernels`, which add tensor-core paths: for larger batches, and on an H100
+for M = 1 as well) are timed beside them, and drive the batch sweep and the MLP block. Every ratio is measured within
+one run (see :mod:`.measure`).
 The lesson's notebook measures these in its own cells and hands the results to ``gpucourse.benchmarks.record``.
 """
 from __future__ import annotations

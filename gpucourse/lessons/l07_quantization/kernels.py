@@ -19,7 +19,9 @@ int4 weights, dequantized in registers and accumulated in float32.
   tensor-core dot, ``out^T = W @ x^T``, which Hopper's wgmma takes from registers, so the dequantized weights never
   go through shared memory; x^T, padded to 16 columns, is the small B operand. Dequantizing is Marlin's bf16 trick
   in inline PTX, two weights a LOP3 (+ a shift and an FMA), and several programs share each block of rows (split-K).
-  ``benchmarks/explore_quant_tc.py`` measured it against the rows path (results/h100-explore-quant-tc2.json).
+  ``benchmarks/explore_quant_tc.py`` measured it against the rows path (results/h100-explore-quant-tc2.json;
+  through :func:`w4a16_gemv`, h100-explore-quant-tc3.json). Elsewhere (the interpreter by default, GPUs before
+  sm_90, fp16 x, groups of 32) M = 1 takes the rows path; :func:`w4a16_path` says which path a call takes.
 
 The weights dominate the bytes moved (N*K for int8, N*K/2 for int4 against 2*N*K for bf16); at M = 1 the kernel is
 memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`), as long as the arithmetic per weight keeps
@@ -470,6 +472,15 @@ def tc_available(x: torch.Tensor, group_size: int) -> bool:
     return INTERPRETED or (x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0))
 
 
+def w4a16_path(x: torch.Tensor, group_size: int) -> str:
+    """The path :func:`w4a16_gemv` takes for this x when not told (no ``tc=`` or ``rows=``): "tc" (M up to
+    ``w4_tc_max_m`` where :func:`tc_available`), else "rows" (M up to ``w4_rows_max_m``), else "dot"."""
+    m, cfg = x.shape[0], configs()
+    if m <= cfg["w4_tc_max_m"] and tc_available(x, group_size):
+        return "tc"
+    return "rows" if m <= cfg["w4_rows_max_m"] else "dot"
+
+
 def w4a16_tc(x, words, scales, group_size: int, out, **config) -> torch.Tensor:
     """The tensor-core path (:func:`w4a16_tc_kernel`) into ``out`` (M, N): x (M <= 16, K) bf16, words int32
     (N, K // 8). ``config``: BLOCK_N, NSTAGE, num_warps, and the split: SPLIT, or CTAS_PER_SM (SPLIT chosen so that
@@ -520,7 +531,7 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
     cfg = configs()
     tc = config.pop("tc", None)
     if tc is None:
-        tc = m <= cfg["w4_tc_max_m"] and "rows" not in config and tc_available(x, group_size)
+        tc = "rows" not in config and w4a16_path(x, group_size) == "tc"
     elif tc and not tc_available(x, group_size):
         raise ValueError("the tensor-core path (tc=True) needs bf16 x with M <= 16, group_size >= 64, and Triton's "
                          "interpreter or a GPU of compute capability 9.0 or newer")

@@ -105,3 +105,49 @@ def show_rounds() -> dict:
           f"{k['warp_instructions'] * 32 / (8192 * 8192):.1f} instructions per weight")
     r["ncu"] = k
     return r
+
+
+TC = "h100-explore-quant-tc3.json"  # benchmarks/explore_quant_tc.py --set lesson: w4a16_tc_kernel via w4a16_gemv
+TC_NAME = "kernels.py tc (w4a16_gemv default)"
+ROWS_NAME = "rows (kernels.py)"
+
+
+def tc_rounds() -> dict:
+    """The recorded H100 run of the tensor-core int4 path (w4a16_tc_kernel, through w4a16_gemv) beside the rows
+    path and bf16 cuBLAS, µs with L2 flushed by a read, on the lesson's three shapes; whether its error matched the
+    rows path's on every checked shape; and the read floor of 8192 x 8192 (reading the int4 words alone, in the GEMV's
+    order, no arithmetic; :func:`rounds`' file) against bf16 in that run."""
+    doc, acc = benchmarks.recorded(TC), benchmarks.recorded(ACCESS)
+    shapes = []
+    for row in doc["rows"]:
+        us = row["us"]
+        shapes.append({"shape": tuple(row["shape"]), "bf16": us["bf16 cuBLAS"], "rows": us[ROWS_NAME],
+                       "tc": us[TC_NAME]})
+    m1 = [c for c in doc["checks"] if c["shape"][0] == 1]  # M = 1: where the default is the tc path
+    same_error = all(c["kernels.py default"] == c["rows"] for c in m1)
+    reads = [v for name, v in acc["us"].items() if name.startswith("rows BN") and "scalar" not in name]
+    return {"device": doc["device"], "torch": doc["torch"], "triton": doc["triton"], "shapes": shapes,
+            "same_error_as_rows": same_error, "checked_shapes": [tuple(c["shape"]) for c in m1],
+            "read_only": acc["us"]["rows BN4 BW256 w2"], "read_fastest": min(reads),
+            "read_bf16": acc["us"]["bf16 F.linear"]}
+
+
+def show_tc() -> dict:
+    """Print :func:`tc_rounds` as a table (and return it)."""
+    r = tc_rounds()
+    print(f"recorded on an {r['device']} (torch {r['torch']}, triton {r['triton']}), not measured here; M = 1, int4 "
+          f"groups of 128, µs with L2 flushed by a read, one run")
+    print(f"{'N x K':>13} {'bf16 cuBLAS':>12} {'rows path':>18} {'tc path':>18}")
+    for s in r["shapes"]:
+        n, k = s["shape"]
+        print(f"{n:>6} x {k:<5} {s['bf16']:9.1f} µs {s['rows']:8.1f} µs {s['bf16'] / s['rows']:5.2f}x "
+              f"{s['tc']:8.1f} µs {s['bf16'] / s['tc']:5.2f}x")
+    print(f"largest error against the float64 product, the tc path's equal to the rows path's on the "
+          f"{len(r['checked_shapes'])} checked shapes at M = 1: {r['same_error_as_rows']}")
+    sq = next(s for s in r["shapes"] if s["shape"] == (8192, 8192))
+    print(f"read floor, 8192 x 8192 (the int4 words read in the GEMV's order, no arithmetic; another run): "
+          f"{r['read_only']:.1f} µs ({r['read_fastest']:.1f} µs the fastest block shape) against bf16's "
+          f"{r['read_bf16']:.1f} µs = {r['read_bf16'] / r['read_only']:.2f}x "
+          f"({r['read_bf16'] / r['read_fastest']:.2f}x)")
+    print(f"the tc path at 8192 x 8192 takes {sq['tc'] / r['read_only']:.2f} times the read floor's time")
+    return r
