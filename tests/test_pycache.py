@@ -49,6 +49,21 @@ def _own_state(monkeypatch):
     monkeypatch.setattr(pycache, "_prepared", {})  # what a test prepares is not left to later tests' workers
 
 
+def test_the_check_weighs_the_heavy_packages_and_modules_a_worker_can_import(tmp_path, monkeypatch):
+    """Whether to compile is decided on torch's, numpy's and triton's modules (a test run's own modules, without
+    bytecode, once made a CI grade compile everything); files run by path (not under sys.path) are not a worker's."""
+    sep = os.sep
+    files = [f"{sep}a{sep}torch{sep}nn.py", f"{sep}a{sep}numpy{sep}core.py", f"{sep}a{sep}mine.py"]
+    assert pycache.heavy(files) == files[:2]
+    assert pycache.heavy(files[2:]) == files[2:]
+    stray = tmp_path / "ran_by_path.py"
+    stray.write_text("X = 1\n")
+    monkeypatch.setitem(sys.modules, "gpc_stray", type(sys)("gpc_stray"))
+    sys.modules["gpc_stray"].__file__ = str(stray)
+    got = pycache.worker_modules()
+    assert str(stray) not in got and any(f"{sep}torch{sep}" in f for f in got)
+
+
 def test_nothing_is_prepared_where_the_installed_packages_have_their_bytecode(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCOURSE_CACHE", str(tmp_path))
     monkeypatch.setattr(pycache, "missing_fraction", lambda files: 0.0)
@@ -65,8 +80,10 @@ def test_prepared_bytecode_is_read_only_and_what_a_worker_python_loads(monkeypat
     monkeypatch.setenv("GPUCOURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.syspath_prepend(str(pkg.parent))
     __import__("gpc_probe_mod.inner")
-    folder = pycache.prepare(force=True)
+    said = []
+    folder = pycache.prepare(force=True, say=said.append)
     assert folder and os.path.isdir(folder)
+    assert len(said) == 1 and said[0].startswith("compiling bytecode for the grading workers"), said
     assert pycache.worker_env() == {pycache.PREFIX_ENV: folder}
     assert pycache.worker_binds() == [folder]
     with open(os.path.join(folder, pycache.DONE)) as f:
@@ -84,7 +101,8 @@ def test_prepared_bytecode_is_read_only_and_what_a_worker_python_loads(monkeypat
     assert not (pkg / "__pycache__").exists()  # nothing was written beside the source
     calls = []
     monkeypatch.setattr(pycache.subprocess, "run", lambda *a, **k: calls.append(a))
-    assert pycache.prepare(force=True) == folder and calls == []  # ready: not compiled again
+    assert pycache.prepare(force=True, say=said.append) == folder and calls == []  # ready: not compiled again
+    assert len(said) == 1  # and nothing said
 
 
 @pytest.mark.skipif(not sandbox.detect("auto").sandboxed, reason="bubblewrap is not usable here")

@@ -1042,7 +1042,9 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
         print(f"gpucourse grade: isolation: {isolation.detail}", file=sys.stderr, flush=True)
     jobs = max(1, int(jobs))
     compiles = (prebuild_jobs or _prebuild_jobs() or jobs) if _needs_prebuild(ex) else 0
-    pycache.prepare()  # where the installed packages carry no bytecode, compiled once for every worker to read
+    talk = progress or (progress is None and sys.stderr.isatty())
+    # where the installed packages carry no bytecode, compiled once for every worker to read
+    pycache.prepare(say=(lambda text: print(f"gpucourse grade: {text}", file=sys.stderr, flush=True)) if talk else None)
     _threads_per_worker[0] = worker_threads(jobs + compiles)
     if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
         cuda_build.prepare_shared()
