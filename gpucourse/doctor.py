@@ -61,8 +61,33 @@ def facts() -> dict:
         "capabilities": caps.__dict__ if caps else None,
         "spec": spec.key if spec else None,
         "isolation": _isolation(),
+        "bytecode_missing": _bytecode_missing(),
     })
     return f
+
+
+def _bytecode_missing() -> float | None:
+    """The fraction of torch's, numpy's and triton's modules (those a grading worker imports) with no compiled
+    bytecode beside them here; None where it cannot be told."""
+    from .grading import pycache
+
+    try:
+        return round(pycache.missing_fraction(pycache.heavy(pycache.worker_modules())), 3)
+    except Exception:  # noqa: BLE001 - a report line, never the doctor's failure
+        return None
+
+
+def _bytecode_line(missing: float | None) -> str:
+    """The doctor's line on the packages' compiled bytecode: every grading worker is a fresh Python importing torch."""
+    from .grading import pycache
+
+    if missing is None:
+        return "could not be checked"
+    if missing <= pycache.MISSING_AT_MOST:
+        return "torch's modules are compiled (grading workers import them from bytecode)"
+    return (f"{missing:.0%} of torch's modules have no compiled bytecode here (installed with --no-compile, or "
+            f"PYTHONDONTWRITEBYTECODE): `gpucourse grade` compiles them once into its cache for its workers; "
+            f"`python -m compileall -q <site-packages>/torch` makes every import faster")
 
 
 def _isolation() -> dict:
@@ -222,7 +247,8 @@ def report(do_measure: bool = False) -> str:
               f"nvcc:        {f['nvcc'] or 'not found (lesson 04 cannot compile CUDA)'}",
               f"ninja:       {f['ninja'] or 'not found (lesson 04 needs it: pip install ninja)'}",
               f"colab:       {'yes' if f['colab'] else 'no'}",
-              f"isolation:   {_isolation_line(f['isolation'])}"]
+              f"isolation:   {_isolation_line(f['isolation'])}",
+              f"bytecode:    {_bytecode_line(f['bytecode_missing'])}"]
     spec = specs.SPECS.get(f["spec"]) if f["spec"] else None
     if spec:
         lines.append(f"datasheet:   {spec.name}: {spec.bandwidth_gbs:,.0f} GB/s, bf16 "

@@ -67,7 +67,7 @@ def test_doctor_command_prints_the_report():
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     for field in ("mode:", "torch:", "triton:", "driver:", "python:", "nvcc:", "ninja:", "colab:", "isolation:",
-                  "lessons:", "measured ceilings:", "warnings"):
+                  "bytecode:", "lessons:", "measured ceilings:", "warnings"):
         assert field in r.stdout, field
     if "mode:        CPU" in r.stdout:
         assert "skipped: measuring ceilings needs a CUDA GPU" in r.stdout
@@ -112,3 +112,19 @@ def test_doctor_says_how_submissions_are_isolated_and_how_to_get_the_sandbox(tmp
                        timeout=300, env=env)
     line = next(x for x in r.stdout.splitlines() if x.startswith("isolation:"))
     assert "process level" in line and "apt-get install bubblewrap" in line, line
+
+
+def test_doctor_says_whether_the_workers_imports_have_bytecode(monkeypatch):
+    """Grading workers import torch afresh; without bytecode (the H100 image's torch has none) each import compiled
+    it again. The doctor's line says which case this machine is, and what the grader and the instructor can do."""
+    from gpucourse.grading import pycache
+
+    missing = doctor._bytecode_missing()
+    assert missing is not None and 0.0 <= missing <= 1.0
+    assert "are compiled" in doctor._bytecode_line(0.0)
+    line = doctor._bytecode_line(0.77)
+    assert line.startswith("77% of torch's modules have no compiled bytecode") and "compileall" in line
+    assert doctor._bytecode_line(None) == "could not be checked"
+    monkeypatch.setattr(pycache, "missing_fraction", lambda files: 0.5)
+    assert doctor.facts()["bytecode_missing"] == 0.5
+    assert "bytecode:    50% of torch's modules" in doctor.report()

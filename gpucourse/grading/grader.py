@@ -1023,6 +1023,10 @@ def environment() -> dict:
     return dict(v, fingerprint=_env.fingerprint(v))
 
 
+def _say(text: str) -> None:
+    print(f"gpucourse grade: {text}", file=sys.stderr, flush=True)
+
+
 def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None,
           isolation: sandbox.Isolation | str | None = None, prebuild_jobs: int | None = None) -> dict:
     """Grade every path; returns ``{"exercise", "environment", "isolation", "results"}`` with results in the given
@@ -1044,7 +1048,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     compiles = (prebuild_jobs or _prebuild_jobs() or jobs) if _needs_prebuild(ex) else 0
     talk = progress or (progress is None and sys.stderr.isatty())
     # where the installed packages carry no bytecode, compiled once for every worker to read
-    pycache.prepare(say=(lambda text: print(f"gpucourse grade: {text}", file=sys.stderr, flush=True)) if talk else None)
+    pycache.prepare(say=_say if talk else None)
     _threads_per_worker[0] = worker_threads(jobs + compiles)
     if ex.kind == "cuda" and _device.on_gpu():  # built once, before any worker starts; read-only inside sandboxes
         cuda_build.prepare_shared()
