@@ -46,6 +46,14 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+# What the lesson's kernel (gpucourse/lessons/l07_quantization/kernels.py, w4a16_tc_kernel) took from this script's
+# fused variant, used from there: Marlin's pair dequantization, x's B tiles, the dot, the split-K store and counters.
+from gpucourse.lessons.l07_quantization.kernels import _int4_pairs as pair_q  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _split_k_store  # noqa: E402,F401
+from gpucourse.lessons.l07_quantization.kernels import _tc_dot as pdot  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _tile_counters as counters  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _x_pairs as x_tile  # noqa: E402
+
 OFFSET = 136.0  # a weight q is dequantized to q + 136 (bf16 128 + (u ^ 8))
 MX = 16  # x columns in B (M <= 16), padded with zeros
 
@@ -106,7 +114,7 @@ def tc_prep_kernel(x_ptr, xt_ptr, xs_ptr, cnt_ptr, M, KW, n_cnt, stride_xm, OFF:
 
 @triton.jit
 def tc_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_wn, stride_sn,
-              stride_om, GPS, SPLIT, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr, ASM: tl.constexpr,
+              stride_om, GPS, SPLIT, BLOCK_N: tl.constexpr, MX: tl.constexpr, ASM: tl.constexpr,
               NSTAGE: tl.constexpr, F32DOT: tl.constexpr = False):
     """Program (tile, split): rows tile*BLOCK_N.., groups split*GPS .. + GPS. w_ptr int32 words (N, KW)."""
     pid_n = tl.program_id(0)
@@ -147,21 +155,8 @@ def tc_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW
         xs = tl.load(xs_ptr + g * MX + rm)
         acc += (part - xs[None, :]) * s[:, None]
     # split-K: write this split's partial (MX, N) then count; the last split of the tile sums them in order
-    if SPLIT_K:
-        tl.store(part_ptr + pid_k * (MX * N) + rm[None, :] * N + rn[:, None], acc,
-                 mask=n_ok[:, None] & (rm < M)[None, :])
-        tl.debug_barrier()
-        done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
-        if done == SPLIT - 1:
-            tot = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
-            for k in range(0, SPLIT):
-                tot += tl.load(part_ptr + k * (MX * N) + rm[None, :] * N + rn[:, None],
-                               mask=n_ok[:, None] & (rm < M)[None, :], other=0.0, cache_modifier=".cg")
-            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty),
-                     mask=n_ok[:, None] & (rm < M)[None, :])
-    else:
-        tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty),
-                 mask=n_ok[:, None] & (rm < M)[None, :])
+    _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :],
+                   N, stride_om, SPLIT)
 
 
 
@@ -178,7 +173,7 @@ def gpd_dot(a, xt_ptr, PL, wl, wmask, rc, MP: tl.constexpr, J: tl.constexpr, acc
 
 @triton.jit
 def tc_gpd_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_wn, stride_sn,
-                  stride_om, SPS, SPLIT, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, MP: tl.constexpr,
+                  stride_om, SPS, SPLIT, BLOCK_N: tl.constexpr, MP: tl.constexpr,
                   GPD: tl.constexpr, ASM: tl.constexpr, NSTAGE: tl.constexpr, F32DOT: tl.constexpr = False):
     """GPD groups a step, in one dot a nibble plane: the 16 columns of B carry (group, row of x) pairs, GPD * MP = 16
     (M = 1: 16 groups a dot at most), so a group's partial lands in a column of its own and gets its scale there.
@@ -220,19 +215,8 @@ def tc_gpd_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N
         acc += (part - xs[None, :]) * s
     y = tl.sum(tl.reshape(acc, (BLOCK_N, 16 // MP, MP)), axis=1)  # (BLOCK_N, MP): column c adds to row c % MP
     rm = tl.arange(0, MP)
-    mm = n_ok[:, None] & (rm < M)[None, :]
-    if SPLIT_K:
-        tl.store(part_ptr + pid_k * (16 * N) + rm[None, :] * N + rn[:, None], y, mask=mm)
-        tl.debug_barrier()
-        done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
-        if done == SPLIT - 1:
-            tot = tl.zeros((BLOCK_N, MP), dtype=tl.float32)
-            for k in range(0, SPLIT):
-                tot += tl.load(part_ptr + k * (16 * N) + rm[None, :] * N + rn[:, None], mask=mm, other=0.0,
-                               cache_modifier=".cg")
-            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty), mask=mm)
-    else:
-        tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], y.to(out_ptr.dtype.element_ty), mask=mm)
+    _split_k_store(y, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :],
+                   N, stride_om, SPLIT)
 
 
 
@@ -277,7 +261,7 @@ def pair_dot(a, xt_ptr, PL, rk, rm, J: tl.constexpr, acc, F32DOT: tl.constexpr):
 
 @triton.jit
 def tc_pair_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_wn, stride_sn,
-                   stride_om, GPS, SPLIT, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr,
+                   stride_om, GPS, SPLIT, BLOCK_N: tl.constexpr, MX: tl.constexpr,
                    ASM: tl.constexpr, NSTAGE: tl.constexpr, DUP: tl.constexpr, F32DOT: tl.constexpr = False):
     """tc_kernel with 4 dots of K = 32 a group (pairs from one word). DUP 0: words duplicated by join + reshape;
     1: by loading each word twice (addresses k // 2)."""
@@ -308,80 +292,16 @@ def tc_pair_kernel(xt_ptr, xs_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, 
         s = tl.load(s_rows + g, mask=n_ok, other=0.0)
         xs = tl.load(xs_ptr + g * MX + rm)
         acc += (part - xs[None, :]) * s[:, None]
-    if SPLIT_K:
-        tl.store(part_ptr + pid_k * (MX * N) + rm[None, :] * N + rn[:, None], acc,
-                 mask=n_ok[:, None] & (rm < M)[None, :])
-        tl.debug_barrier()
-        done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
-        if done == SPLIT - 1:
-            tot = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
-            for k in range(0, SPLIT):
-                tot += tl.load(part_ptr + k * (MX * N) + rm[None, :] * N + rn[:, None],
-                               mask=n_ok[:, None] & (rm < M)[None, :], other=0.0, cache_modifier=".cg")
-            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty),
-                     mask=n_ok[:, None] & (rm < M)[None, :])
-    else:
-        tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty),
-                 mask=n_ok[:, None] & (rm < M)[None, :])
+    _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :],
+                   N, stride_om, SPLIT)
 
 
 
 # The same with the offset taken out in the asm (Marlin's bf16 path): fma.rn.bf16x2 (v * 1 - 136) = q, exact, so the
 # dot gives sum q x directly: no per-group correction, no sums of x. One more instruction a pair.
-_PAIR_Q = """{
-.reg .b32 t, one, off;
-mov.b32 one, 0x3F803F80;
-mov.b32 off, 0xC308C308;
-shr.u32 t, $1, SHIFT;
-lop3.b32 t, t, 0x000F000F, 0x43084308, 0x6A;
-fma.rn.bf16x2 $0, t, one, off;
-}"""
-_PAIR_Q0 = tl.constexpr(_PAIR_Q.replace("SHIFT", "0"))
-_PAIR_Q1 = tl.constexpr(_PAIR_Q.replace("SHIFT", "4"))
-_PAIR_Q2 = tl.constexpr(_PAIR_Q.replace("SHIFT", "8"))
-_PAIR_Q3 = tl.constexpr(_PAIR_Q.replace("SHIFT", "12"))
-
-
-@triton.jit
-def pair_q(ud, J: tl.constexpr, ASM: tl.constexpr):
-    """Like pair_dq, values q (not q + 136)."""
-    if ASM:
-        if J == 0:
-            return tl.inline_asm_elementwise(_PAIR_Q0, "=r,r,r", [ud],
-                                             dtype=tl.bfloat16, is_pure=True, pack=2)
-        elif J == 1:
-            return tl.inline_asm_elementwise(_PAIR_Q1, "=r,r,r", [ud],
-                                             dtype=tl.bfloat16, is_pure=True, pack=2)
-        elif J == 2:
-            return tl.inline_asm_elementwise(_PAIR_Q2, "=r,r,r", [ud],
-                                             dtype=tl.bfloat16, is_pure=True, pack=2)
-        else:
-            return tl.inline_asm_elementwise(_PAIR_Q3, "=r,r,r", [ud],
-                                             dtype=tl.bfloat16, is_pure=True, pack=2)
-    else:
-        d = (tl.arange(0, ud.shape[1]) % 2)[None, :]
-        v = (((ud >> (4 * J + 16 * d)) & 0xF) ^ 8) - 8
-        return v.to(tl.float32).to(tl.bfloat16)  # via float32: the interpreter's int32 -> bf16 gives NaN
-
-
-@triton.jit
-def x_tile(x_ptr, stride_xm, k0, rk, rm, M, J: tl.constexpr):
-    """B'_J of the group at column k0: B'_J[2w + d, m] = x[m, k0 + 8w + J + 4d] (zero for m >= M)."""
-    return tl.load(x_ptr + rm[None, :] * stride_xm + (k0 + 8 * (rk // 2) + J + 4 * (rk % 2))[:, None],
-                   mask=(rm < M)[None, :], other=0.0)
-
-
-@triton.jit
-def pdot(a, b, acc, F32DOT: tl.constexpr):
-    if F32DOT:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-    else:
-        return tl.dot(a, b, acc)
-
-
 @triton.jit
 def tc_fused_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_xm, stride_wn, stride_sn,
-                    stride_om, GPS, SPLIT, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr,
+                    stride_om, GPS, SPLIT, BLOCK_N: tl.constexpr, MX: tl.constexpr,
                     ASM: tl.constexpr, NSTAGE: tl.constexpr, XPF: tl.constexpr = True, F32DOT: tl.constexpr = False):
     """The pairs kernel with no x-prep kernel: B read from x directly (XPF: the next group's x tiles loaded into
     registers before this group's dots: Triton does not pipeline these 2-byte gathers), values q from pair_q (no
@@ -425,20 +345,9 @@ def tc_fused_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, s
         acc += part * s[:, None]
         if XPF:
             b0, b1, b2, b3 = c0, c1, c2, c3
-    mm = n_ok[:, None] & (rm < M)[None, :]
-    if SPLIT_K:
-        tl.store(part_ptr + pid_k * (MX * N) + rm[None, :] * N + rn[:, None], acc, mask=mm)
-        tl.debug_barrier()
-        done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
-        if done == SPLIT - 1:
-            tot = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
-            for k in range(0, SPLIT):
-                tot += tl.load(part_ptr + k * (MX * N) + rm[None, :] * N + rn[:, None], mask=mm, other=0.0,
-                               cache_modifier=".cg")
-            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty), mask=mm)
-            tl.atomic_xchg(cnt_ptr + pid_n, 0)  # ready for the next call
-    else:
-        tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty), mask=mm)
+    _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :],
+                   N, stride_om, SPLIT)
+
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -475,7 +384,7 @@ def w4_tc(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, asm=None):
     if asm is None:
         asm = not INTERPRETED
     tc_kernel[(tiles, split)](xt, xs, words, scales, part, cnt, out, m, n, kw, words.stride(0), scales.stride(0),
-                              out.stride(0), gps, split, SPLIT_K=split > 1, BLOCK_N=block_n, MX=MX, ASM=asm, NSTAGE=nstage,
+                              out.stride(0), gps, split, BLOCK_N=block_n, MX=MX, ASM=asm, NSTAGE=nstage,
                               F32DOT=INTERPRETED, num_warps=warps)
     return out
 
@@ -501,7 +410,7 @@ def w4_tc_gpd(x, packed, scales, block_n=64, gpd=None, split=8, warps=4, nstage=
     if asm is None:
         asm = not INTERPRETED
     tc_gpd_kernel[(tiles, split)](xt, xs, words, scales, part, cnt, out, m, n, kw, words.stride(0),
-                                  scales.stride(0), out.stride(0), sps, split, SPLIT_K=split > 1, BLOCK_N=block_n,
+                                  scales.stride(0), out.stride(0), sps, split, BLOCK_N=block_n,
                                   MP=mp, GPD=gpd, ASM=asm, NSTAGE=nstage, F32DOT=INTERPRETED, num_warps=warps)
     return out
 
@@ -523,21 +432,9 @@ def w4_tc_pair(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, dup=0
     if asm is None:
         asm = not INTERPRETED
     tc_pair_kernel[(tiles, split)](xt, xs, words, scales, part, cnt, out, m, n, kw, words.stride(0),
-                                   scales.stride(0), out.stride(0), gps, split, SPLIT_K=split > 1, BLOCK_N=block_n,
+                                   scales.stride(0), out.stride(0), gps, split, BLOCK_N=block_n,
                                    MX=MX, ASM=asm, NSTAGE=nstage, DUP=dup, F32DOT=INTERPRETED, num_warps=warps)
     return out
-
-
-_COUNTERS = {}
-
-
-def counters(device, n):
-    """A zeroed int32 buffer of at least n counters for this device, kept between calls (the kernel leaves it zero,
-    as Marlin's workspace)."""
-    buf = _COUNTERS.get(device)
-    if buf is None or buf.numel() < n:
-        buf = _COUNTERS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    return buf
 
 
 def w4_tc_fused(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, xpf=True, asm=None):
@@ -558,7 +455,7 @@ def w4_tc_fused(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, xpf=
     if asm is None:
         asm = not INTERPRETED
     tc_fused_kernel[(tiles, split)](x, words, scales, part, cnt, out, m, n, kw, x.stride(0), words.stride(0),
-                                    scales.stride(0), out.stride(0), gps, split, SPLIT_K=split > 1,
+                                    scales.stride(0), out.stride(0), gps, split,
                                     BLOCK_N=block_n, MX=MX, ASM=asm, NSTAGE=nstage, XPF=xpf,
                                     F32DOT=INTERPRETED, num_warps=warps)
     return out

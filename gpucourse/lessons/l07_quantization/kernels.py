@@ -309,6 +309,28 @@ if triton is not None:
             return tl.dot(a, b, acc)
 
     @triton.jit
+    def _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, mm, N, stride_om, SPLIT):
+        """Write a program's float32 tile ``acc`` (rows ``rn`` of out^T, columns ``rm``; ``mm`` its mask) into out.
+        With SPLIT > 1 programs per tile (split-K): store it as partial ``pid_k`` of part_ptr (SPLIT, C, N), then
+        count; the last program of the tile adds the SPLIT partials in order (deterministic), writes out, and zeroes
+        its counter (cnt_ptr: one a tile, zero on entry) for the next call."""
+        C: tl.constexpr = acc.shape[1]
+        if SPLIT > 1:
+            tl.store(part_ptr + pid_k * (C * N) + rm[None, :] * N + rn[:, None], acc, mask=mm)
+            tl.debug_barrier()  # every thread's partial is written before the count
+            done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
+            if done == SPLIT - 1:  # the last split of this tile
+                tot = tl.zeros(acc.shape, dtype=tl.float32)
+                for k in range(0, SPLIT):
+                    tot += tl.load(part_ptr + k * (C * N) + rm[None, :] * N + rn[:, None], mask=mm, other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty),
+                         mask=mm)
+                tl.atomic_xchg(cnt_ptr + pid_n, 0)  # zero again for the next call
+        else:
+            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty), mask=mm)
+
+    @triton.jit
     def w4a16_tc_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_xm, stride_wn, stride_sn,
                         stride_om, GPS, SPLIT, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr,
                         NSTAGE: tl.constexpr, ASM: tl.constexpr, INTERPRETED: tl.constexpr):
@@ -349,21 +371,8 @@ if triton is not None:
             part = _tc_dot(_int4_pairs(ud, 3, ASM), b3, part, INTERPRETED)
             acc += part * s[:, None]
             b0, b1, b2, b3 = c0, c1, c2, c3
-        mm = n_ok[:, None] & (rm < M)[None, :]
-        if SPLIT > 1:
-            tl.store(part_ptr + pid_k * (MX * N) + rm[None, :] * N + rn[:, None], acc, mask=mm)
-            tl.debug_barrier()  # every thread's partial is written before the count
-            done = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
-            if done == SPLIT - 1:  # the last split of this tile: add the partials in order (deterministic)
-                tot = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
-                for k in range(0, SPLIT):
-                    tot += tl.load(part_ptr + k * (MX * N) + rm[None, :] * N + rn[:, None], mask=mm, other=0.0,
-                                   cache_modifier=".cg")
-                tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], tot.to(out_ptr.dtype.element_ty),
-                         mask=mm)
-                tl.atomic_xchg(cnt_ptr + pid_n, 0)  # zero again for the next call
-        else:
-            tl.store(out_ptr + rm[None, :] * stride_om + rn[:, None], acc.to(out_ptr.dtype.element_ty), mask=mm)
+        _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :], N,
+                       stride_om, SPLIT)
 
 
 MAGIC = 0x4B000000  # the bits of the float 2**23 (field_to_float)
