@@ -67,8 +67,7 @@ def has_bytecode(source: str) -> bool:
     """Whether ``source`` has bytecode in its ``__pycache__`` that this Python would use: its magic number, and
     the source's modification time and size in the header (or a hash-based file, which Python checks itself)."""
     try:
-        cached = importlib.util.cache_from_source(source) if sys.pycache_prefix is None else _beside(source)
-        with open(cached, "rb") as f:
+        with open(_beside(source), "rb") as f:
             head = f.read(16)
         if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
             return False
@@ -112,11 +111,11 @@ def roots(files: list) -> list:
 
 
 def _folder(key_parts) -> str:
-    import hashlib
+    """In the grader's cache, beside its other shared folders (cuda_build's), named after the key."""
+    from .. import cuda_build
 
-    root = os.environ.get("GPUCOURSE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gpucourse")
-    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
-    return os.path.join(root, "shared", f"pycache_{key}")
+    root = os.path.dirname(cuda_build.cache_dir())  # $GPUCOURSE_CACHE or ~/.cache/gpucourse
+    return os.path.join(root, "shared", "pycache_" + cuda_build._hash(json.dumps(key_parts, sort_keys=True)))
 
 
 def _valid(folder: str, key_parts) -> bool:
