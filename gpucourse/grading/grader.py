@@ -425,7 +425,7 @@ def grade_one(ex, path: str, timeout: float, gpu: str | None = None, mem_mb: int
 
 
 def grade_prepared(ex, st: Prepared, timeout: float, gpu: str | None = None, mem_mb: int = MEMORY_MB,
-                 isolation: sandbox.Isolation | None = None) -> Result:
+                   isolation: sandbox.Isolation | None = None) -> Result:
     """Grade a submission made ready by :func:`prepare` in its graded worker; its folders are deleted afterwards.
     The time limit covers the prebuild and this worker together, not the wait between them (for a grading slot);
     ``seconds`` in the result is their sum."""
