@@ -49,9 +49,11 @@ ACT_DTYPES = (torch.bfloat16, torch.float16)
 CONFIGS = {
     "w8_rows": dict(BLOCK_N=8, BLOCK_K=1024, STAGES=3, num_warps=4),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
+    "w8_dot_wide": dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=4),  # M > 16
     "w4_rows": dict(BLOCK_N=4, BLOCK_W=128, num_warps=1),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
     "w4_tc": dict(BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=4, num_warps=4),  # explore_quant_tc.py: "fused BN128 ns3 T528"
+    "w4_tc_wide": dict(MX=64, BLOCK_N=64, NSTAGE=3, CTAS_PER_SM=2, num_warps=4),  # M > 16
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
     "w4_rows_max_m": 4,
     "w4_tc_max_m": 1,  # M up to this takes the tc path where it can run (bf16 x, sm_90+, group >= 64); measured at 1
@@ -59,9 +61,11 @@ CONFIGS = {
 CPU_CONFIGS = {
     "w8_rows": dict(BLOCK_N=32, BLOCK_K=256, STAGES=1),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64),
+    "w8_dot_wide": dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=64),
     "w4_rows": dict(BLOCK_N=32, BLOCK_W=32),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32),
     "w4_tc": dict(BLOCK_N=32, NSTAGE=1, SPLIT=3),
+    "w4_tc_wide": dict(MX=32, BLOCK_N=32, NSTAGE=1, SPLIT=2),
     "w8_rows_max_m": 4,
     "w4_rows_max_m": 4,
     "w4_tc_max_m": 0,  # off in the interpreter unless asked for (tc=True): it runs there, slowly, in float32
@@ -333,46 +337,66 @@ if triton is not None:
     @triton.jit
     def w4a16_tc_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_xm, stride_wn, stride_sn,
                         stride_om, GPS, SPLIT, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr,
-                        NSTAGE: tl.constexpr, ASM: tl.constexpr, INTERPRETED: tl.constexpr):
-        """Program (tile, split): rows tile * BLOCK_N .., groups split * GPS .. + GPS. w_ptr: int32 words (N, KW) of
-        8 nibbles; part_ptr: float32 (SPLIT, MX, N) partials; cnt_ptr: a counter a tile, zero on entry and exit."""
+                        NSTAGE: tl.constexpr, ASM: tl.constexpr, INTERPRETED: tl.constexpr, TILED: tl.constexpr,
+                        TB: tl.constexpr):
+        """Program (tile, split, m-block): rows tile * BLOCK_N .., groups split * GPS .. + GPS, rows of x
+        m-block * MX .. + MX. w_ptr: int32 words (N, KW) of 8 nibbles, or with TILED the tile-major copy of
+        :func:`tile_major` (blocks of TB rows, TB a multiple of BLOCK_N: each block's group a contiguous (TB, words)
+        run, the scales (blocks, groups, TB));
+        part_ptr: float32 (m-blocks, SPLIT, MX, N) partials; cnt_ptr: a counter per tile and m-block, zero on entry
+        and exit."""
         WPG: tl.constexpr = GROUP // 8  # words a group
         KP: tl.constexpr = 2 * WPG  # columns of each of a group's 4 dots
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
+        pid_m = tl.program_id(2)
+        n_groups = KW // WPG
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = rn < N
         rw = tl.arange(0, WPG)
         rk = tl.arange(0, KP)
         rm = tl.arange(0, MX)
-        w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
-        s_rows = s_ptr + rn.to(tl.int64) * stride_sn
+        x_blk = x_ptr + pid_m * MX * stride_xm
+        m_left = M - pid_m * MX  # rows of x in this block: rm < m_left
+        if TILED:  # padded to whole blocks: no mask
+            blk = (pid_n * BLOCK_N) // TB
+            r0 = (pid_n * BLOCK_N) % TB + tl.arange(0, BLOCK_N)
+            w_tile = w_ptr + blk.to(tl.int64) * n_groups * (TB * WPG) + (r0 * WPG)[:, None] + rw[None, :]
+            s_tile = s_ptr + blk.to(tl.int64) * n_groups * TB + r0
+        else:
+            w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn
+            s_rows = s_ptr + rn.to(tl.int64) * stride_sn
         acc = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
         g0 = pid_k * GPS
-        g1 = tl.minimum(g0 + GPS, KW // WPG)
+        g1 = tl.minimum(g0 + GPS, n_groups)
         # x's tiles for the next group are loaded into registers during this one's dots: Triton does not pipeline
         # these 2-byte gathers (the words and scales it does, through shared memory: NSTAGE)
-        b0 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 0)
-        b1 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 1)
-        b2 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 2)
-        b3 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 3)
+        b0 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 0)
+        b1 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 1)
+        b2 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 2)
+        b3 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 3)
         for g in tl.range(g0, g1, num_stages=NSTAGE):
-            u = tl.load(w_rows + (g * WPG + rw)[None, :], mask=n_ok[:, None], other=0)
-            s = tl.load(s_rows + g, mask=n_ok, other=0.0)
+            if TILED:
+                u = tl.load(w_tile + g * (TB * WPG))
+                s = tl.load(s_tile + g * TB)
+            else:
+                u = tl.load(w_rows + (g * WPG + rw)[None, :], mask=n_ok[:, None], other=0)
+                s = tl.load(s_rows + g, mask=n_ok, other=0.0)
             ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
             kn = tl.minimum(g + 1, g1 - 1) * GROUP  # the last step reloads its own group: in bounds, unused
-            c0 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 0)
-            c1 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 1)
-            c2 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 2)
-            c3 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 3)
+            c0 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 0)
+            c1 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 1)
+            c2 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 2)
+            c3 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 3)
             part = _tc_dot(_int4_pairs(ud, 0, ASM), b0, tl.zeros((BLOCK_N, MX), dtype=tl.float32), INTERPRETED)
             part = _tc_dot(_int4_pairs(ud, 1, ASM), b1, part, INTERPRETED)
             part = _tc_dot(_int4_pairs(ud, 2, ASM), b2, part, INTERPRETED)
             part = _tc_dot(_int4_pairs(ud, 3, ASM), b3, part, INTERPRETED)
             acc += part * s[:, None]
             b0, b1, b2, b3 = c0, c1, c2, c3
-        _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :], N,
-                       stride_om, SPLIT)
+        _split_k_store(acc, part_ptr + pid_m * SPLIT * MX * N, cnt_ptr + pid_m * tl.num_programs(0),
+                       out_ptr + pid_m * MX * stride_om, pid_n, pid_k, rn, rm,
+                       n_ok[:, None] & (rm < m_left)[None, :], N, stride_om, SPLIT)
 
 
 MAGIC = 0x4B000000  # the bits of the float 2**23 (field_to_float)
@@ -443,7 +467,7 @@ def w8a16_gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, **config) 
     m = x.shape[0]
     cfg = configs()
     rows = config.pop("rows", m <= cfg["w8_rows_max_m"])
-    c = dict(cfg["w8_rows" if rows else "w8_dot"], **config)
+    c = dict(cfg["w8_rows" if rows else "w8_dot" if m <= 16 else "w8_dot_wide"], **config)
     warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     block_m = 1 if rows else c["BLOCK_M"]
@@ -474,9 +498,10 @@ def _tile_counters(device, n: int) -> torch.Tensor:
 
 
 def tc_available(x: torch.Tensor, group_size: int) -> bool:
-    """Whether the tensor-core int4 path can run for this x: bf16, M <= 16, group >= 64 (a group's dots need
-    K >= 16), and Triton's interpreter or a GPU of compute capability 9.0+ (its wgmma and bf16x2 PTX)."""
-    if triton is None or x.dtype != torch.bfloat16 or x.shape[0] > 16 or group_size < 64:
+    """Whether the tensor-core int4 path can run for this x: bf16, group >= 64 (a group's dots need K >= 16), and
+    Triton's interpreter or a GPU of compute capability 9.0+ (its wgmma and bf16x2 PTX). Any M: x's rows go in
+    blocks of up to 16 columns of B at M <= 16, up to ``w4_tc_wide``'s MX above."""
+    if triton is None or x.dtype != torch.bfloat16 or group_size < 64:
         return False
     return INTERPRETED or (x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0))
 
@@ -490,29 +515,105 @@ def w4a16_path(x: torch.Tensor, group_size: int) -> str:
     return "rows" if m <= cfg["w4_rows_max_m"] else "dot"
 
 
-def w4a16_tc(x, words, scales, group_size: int, out, **config) -> torch.Tensor:
-    """The tensor-core path (:func:`w4a16_tc_kernel`) into ``out`` (M, N): x (M <= 16, K) bf16, words int32
-    (N, K // 8). ``config``: BLOCK_N, NSTAGE, num_warps, and the split: SPLIT, or CTAS_PER_SM (SPLIT chosen so that
-    tiles * SPLIT is about that many programs an SM)."""
+def tc_config(m: int, **config) -> dict:
+    """The tc path's configuration for M rows of x: ``w4_tc`` (MX = 16 columns of B) up to M = 16, above it
+    ``w4_tc_wide`` with MX the next power of two of M up to its MX (then blocks of MX rows); ``config`` overrides."""
+    cfg = configs()
+    if m <= 16:
+        c = dict(cfg["w4_tc"], MX=16)
+    else:
+        c = dict(cfg["w4_tc_wide"])
+        c["MX"] = min(c["MX"], triton.next_power_of_2(m))
+    c.update(config)
+    return c
+
+
+class TiledInt4:
+    """int4 weights re-laid for the tc kernel (:func:`tile_major`): ``words`` int32, blocks of ``block`` rows (N
+    padded with zero rows to a whole block), each block's groups one after another, a group's (block, words) tile
+    contiguous; ``scales`` float32 (blocks, groups, block). ``n``, ``k``: the weight's shape; ``group_size``."""
+
+    def __init__(self, words, scales, n: int, k: int, group_size: int, block: int):
+        self.words, self.scales, self.n, self.k, self.group_size, self.block = words, scales, n, k, group_size, block
+
+    def nbytes(self) -> int:
+        return self.words.numel() * 4 + self.scales.numel() * 4
+
+
+def tile_major(packed: torch.Tensor, scales: torch.Tensor, group_size: int, block: int = 128) -> TiledInt4:
+    """The weights of ``w4a16_gemv`` (packed (N, K // 2) uint8, scales (N, K // group_size) float32) in the order
+    the tc kernel reads them, done once when a layer is loaded (Marlin and tinygemm pre-pack their weights too): a
+    program's step then reads one contiguous run of block * group_size / 2 bytes, and its scales as one run, instead
+    of a short piece of each of block rows."""
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise TypeError(f"packed must be a 2-D uint8 tensor (N, K // 2); got "
+                        f"{getattr(packed, 'dtype', type(packed).__name__)}")
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    check_group_size(group_size, k)
+    if tuple(scales.shape) != (n, k // group_size) or scales.dtype != torch.float32:
+        raise ValueError(f"scales must be float32 of shape ({n}, {k // group_size}); got {scales.dtype} of shape "
+                         f"{tuple(scales.shape)}")
+    if block < 16 or block & (block - 1):
+        raise ValueError(f"block must be a power of two >= 16, not {block!r}")
+    groups, wpg = k // group_size, group_size // 8
+    blocks = -(-n // block)
+    words = torch.zeros(blocks * block, k // 8, dtype=torch.int32, device=packed.device)
+    words[:n] = _words(packed.contiguous())
+    sc = torch.zeros(blocks * block, groups, dtype=torch.float32, device=packed.device)
+    sc[:n] = scales
+    words = words.view(blocks, block, groups, wpg).permute(0, 2, 1, 3).contiguous()
+    sc = sc.view(blocks, block, groups).permute(0, 2, 1).contiguous()
+    return TiledInt4(words, sc, n, k, group_size, block)
+
+
+def w4a16_tc(x, words, scales, group_size: int, out, tiled: TiledInt4 = None, **config) -> torch.Tensor:
+    """The tensor-core path (:func:`w4a16_tc_kernel`) into ``out`` (M, N): x (M, K) bf16, words int32 (N, K // 8)
+    and scales, or ``tiled`` (:func:`tile_major`; words and scales then None). ``config`` (:func:`tc_config`):
+    BLOCK_N, MX, NSTAGE, num_warps, and the split: SPLIT, or CTAS_PER_SM (SPLIT chosen so that programs are about
+    that many an SM)."""
     m, k = x.shape
-    n, kw = words.shape
-    c = dict(configs()["w4_tc"], **config)
+    if tiled is not None:
+        n, kw, words, scales = tiled.n, tiled.k // 8, tiled.words, tiled.scales
+        stride_wn = stride_sn = 0
+    else:
+        (n, kw), stride_wn, stride_sn = words.shape, words.stride(0), scales.stride(0)
+    c = tc_config(m, **config)
+    mx, bn = c["MX"], c["BLOCK_N"]
+    if tiled is not None and tiled.block % bn:
+        raise ValueError(f"BLOCK_N {bn} must divide the tile-major block {tiled.block}")
     groups = k // group_size
-    tiles = triton.cdiv(n, c["BLOCK_N"])
+    tiles, mblocks = triton.cdiv(n, bn), triton.cdiv(m, mx)
     if "SPLIT" in c:
         split = c["SPLIT"]
     else:
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.device.type == "cuda" else 1
-        split = round(c["CTAS_PER_SM"] * sms / tiles)
+        split = round(c["CTAS_PER_SM"] * sms / (tiles * mblocks))
     split = max(1, min(split, groups))
     gps = triton.cdiv(groups, split)
     split = triton.cdiv(groups, gps)  # no split without a group
-    part = torch.empty(split, 16, n, dtype=torch.float32, device=x.device) if split > 1 else out
-    w4a16_tc_kernel[(tiles, split)](
-        x, words, scales, part, _tile_counters(x.device, tiles), out, m, n, kw, x.stride(0), words.stride(0),
-        scales.stride(0), out.stride(0), gps, split, GROUP=group_size, BLOCK_N=c["BLOCK_N"], MX=16,
-        NSTAGE=c["NSTAGE"], ASM=not INTERPRETED, INTERPRETED=INTERPRETED, num_warps=c.get("num_warps", 4))
+    part = torch.empty(mblocks, split, mx, n, dtype=torch.float32, device=x.device) if split > 1 else out
+    w4a16_tc_kernel[(tiles, split, mblocks)](
+        x, words, scales, part, _tile_counters(x.device, tiles * mblocks), out, m, n, kw, x.stride(0), stride_wn,
+        stride_sn, out.stride(0), gps, split, GROUP=group_size, BLOCK_N=bn, MX=mx, NSTAGE=c["NSTAGE"],
+        ASM=not INTERPRETED, INTERPRETED=INTERPRETED, TILED=tiled is not None,
+        TB=tiled.block if tiled is not None else bn, num_warps=c.get("num_warps", 4))
     return out
+
+
+def w4a16_tiled(x: torch.Tensor, tiled: TiledInt4, **config) -> torch.Tensor:
+    """``w4a16_gemv`` on weights made tile-major by :func:`tile_major`, on the tc path (bf16 x, sm_90+ or the
+    interpreter)."""
+    _need_triton()
+    if not isinstance(tiled, TiledInt4):
+        raise TypeError(f"tiled must come from tile_major(packed, scales, group_size), not {type(tiled).__name__}")
+    _check_x(x, tiled.k, what="the tile-major weights")
+    if not tc_available(x, tiled.group_size):
+        raise ValueError("tile-major weights run on the tensor-core path only: bf16 x, group_size >= 64, and "
+                         "Triton's interpreter or a GPU of compute capability 9.0 or newer")
+    _same_device(x=x, words=tiled.words)
+    x = x.contiguous()
+    out = torch.empty(x.shape[0], tiled.n, dtype=x.dtype, device=x.device)
+    return w4a16_tc(x, None, None, tiled.group_size, out, tiled=tiled, **config)
 
 
 def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int,
@@ -542,7 +643,7 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
     if tc is None:
         tc = "rows" not in config and w4a16_path(x, group_size) == "tc"
     elif tc and not tc_available(x, group_size):
-        raise ValueError("the tensor-core path (tc=True) needs bf16 x with M <= 16, group_size >= 64, and Triton's "
+        raise ValueError("the tensor-core path (tc=True) needs bf16 x, group_size >= 64, and Triton's "
                          "interpreter or a GPU of compute capability 9.0 or newer")
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     if tc:
