@@ -341,6 +341,53 @@ def test_recorded_tc_run_prints_the_committed_figures_and_backs_the_prose(capsys
     assert f"= {floor:.2f}x" in out
 
 
+def test_recorded_tile_major_run_prints_the_committed_figures_and_backs_the_prose(capsys):
+    """Section 4b's tile-major table (h100-explore-quant-batch.json): the prose says the layout is faster than the
+    row layout on every shape, most on the widest matrix, still above the read floor; and the configuration the
+    table labels as shipped is the one kernels.CONFIGS gives the tc path."""
+    from gpucourse.lessons.l07_quantization import recorded
+
+    r = recorded.show_tile_major()
+    out = capsys.readouterr().out
+    assert "not measured here" in out and "H100" in out
+    shapes = {s["shape"]: s for s in r["shapes"]}
+    assert set(shapes) == {tuple(s) for s in measure.SHAPES} | {(28672, 4096)}
+    for s in shapes.values():
+        assert f"{s['tiled']:8.1f} µs {s['bf16'] / s['tiled']:5.2f}x" in out
+        assert s["tiled"] < s["rows_layout"] and s["worst_rel_diff"] < 4e-3
+    gains = {k: s["rows_layout"] / s["tiled"] for k, s in shapes.items()}
+    assert max(gains, key=gains.get) == (28672, 4096)
+    assert shapes[(8192, 8192)]["tiled"] > recorded.tc_rounds()["read_only"]  # above the read floor
+    c = kernels.CONFIGS["w4_tc"]
+    assert recorded.TILED == f"tiled TB128 BN{c['BLOCK_N']} ns{c['NSTAGE']} T{c['CTAS_PER_SM']}"
+    assert kernels.tile_major.__defaults__ == (128,)  # TB128: the block lesson_int4 lays the weights out in
+
+
+def test_lesson_int4_lays_each_weight_out_once_and_again_after_a_change(monkeypatch):
+    """measure.lesson_int4 keeps a weight's tile-major copy (a model loader's work, done once), lays it out again when
+    the weight is changed in place, and is w4a16_gemv as it is where the default path is not tc (fp16 x). In CPU
+    mode the interpreter's tc path is switched on for the test (it is off by default there: slow)."""
+    if not gpucourse.on_gpu():
+        monkeypatch.setitem(kernels.CPU_CONFIGS, "w4_tc_max_m", 16)
+    q = torch.randint(-8, 8, (40, 256), dtype=torch.int8, generator=torch.Generator().manual_seed(4))
+    p, s = packing.pack_int4(q).to(DEV), (torch.rand(40, 2, generator=torch.Generator().manual_seed(5)) + 0.5).to(DEV)
+    x = torch.randn(1, 256, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16).to(DEV)
+    if kernels.w4a16_path(x, 128) != "tc":
+        pytest.skip("no tc path on this GPU (compute capability below 9.0)")
+    calls = []
+    real = kernels.tile_major
+    monkeypatch.setattr(kernels, "tile_major", lambda *a, **k: calls.append(a) or real(*a, **k))
+    a = measure.lesson_int4(x, p, s, 128)
+    b = measure.lesson_int4(x, p, s, 128)
+    assert len(calls) == 1 and torch.equal(a, b)
+    assert torch.equal(a, kernels.w4a16_gemv(x, p, s, 128, tc=True))  # the same kernel: only its addresses differ
+    p[0, 0] ^= 0x11  # in place: the tile-major copy is stale
+    c = measure.lesson_int4(x, p, s, 128)
+    assert len(calls) == 2 and torch.equal(c, kernels.w4a16_gemv(x, p, s, 128, tc=True)) and not torch.equal(a, c)
+    h = x.half()
+    assert torch.equal(measure.lesson_int4(h, p, s, 128), kernels.w4a16_gemv(h, p, s, 128)) and len(calls) == 2
+
+
 def test_w4a16_path_is_the_default_the_gemv_takes():
     """Section 4 prints which int4 path runs here: w4a16_path is what w4a16_gemv picks when not told."""
     cfg = kernels.configs()

@@ -65,7 +65,7 @@ def gemv_bench() -> dict:
     sol = solutions()
     return measure.peers(int8_fn=sol["int8_gemv"], int4_fn=sol["int4_gemv"],
                          extra={"int8 (lesson kernel)": kernels.w8a16_gemv,
-                                "int4 (lesson kernel)": kernels.w4a16_gemv})
+                                "int4 (lesson kernel)": measure.lesson_int4})
 
 
 @register("quant07_torchao", targets=gemv_targets)

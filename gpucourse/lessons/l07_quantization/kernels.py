@@ -43,25 +43,31 @@ except ImportError:  # no Triton (macOS/Windows): the kernels are unavailable, t
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 ACT_DTYPES = (torch.bfloat16, torch.float16)
 
-# Chosen on an H100 by benchmarks/explore_quantization.py (int8, dot paths) and explore_quant_inplace.py (int4 rows
-# and the rows/dot crossovers; results/h100-explore-quant-inplace-planes.json). The interpreter gets bigger blocks
-# and fewer programs, which is what makes it fast.
+# Chosen on an H100 by benchmarks/explore_quantization.py (int8, dot paths), explore_quant_inplace.py (int4 rows and
+# the rows/dot crossovers; results/h100-explore-quant-inplace-planes.json), explore_quant_tc.py (the tc kernel at
+# M = 1) and explore_quant_batch.py (the tc kernel and the int8 dot tiles above M = 16, tile-major weights;
+# results/h100-explore-quant-batch.json). The interpreter gets bigger blocks and fewer programs, which is what makes
+# it fast.
 CONFIGS = {
     "w8_rows": dict(BLOCK_N=8, BLOCK_K=1024, STAGES=3, num_warps=4),
-    "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),
-    "w8_dot_wide": dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=4),  # M > 16
+    "w8_dot": dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),  # M up to 16
+    "w8_dot_wide": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4),  # M 17..64
+    "w8_dot_big": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4),  # M above 64
     "w4_rows": dict(BLOCK_N=4, BLOCK_W=128, num_warps=1),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
-    "w4_tc": dict(BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=4, num_warps=4),  # explore_quant_tc.py: "fused BN128 ns3 T528"
-    "w4_tc_wide": dict(MX=64, BLOCK_N=64, NSTAGE=3, CTAS_PER_SM=2, num_warps=4),  # M > 16
+    "w4_tc": dict(BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=4, num_warps=4),  # M up to 16: explore_quant_batch.py "TB128
+    # BN128 ns3 T4", the best tile-major config at M = 1 on all three shapes; the row layout's too
+    "w4_tc_wide": dict(MX=64, BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=2, num_warps=4),  # M > 16 (MX: at most 64 columns)
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
     "w4_rows_max_m": 4,
-    "w4_tc_max_m": 1,  # M up to this takes the tc path where it can run (bf16 x, sm_90+, group >= 64); measured at 1
+    "w4_tc_max_m": 1 << 30,  # every M takes the tc path where it can run (bf16 x, sm_90+, group >= 64): it was the
+    # fastest int4 path at every M from 1 to 256 (explore_quant_batch.py)
 }
 CPU_CONFIGS = {
     "w8_rows": dict(BLOCK_N=32, BLOCK_K=256, STAGES=1),
     "w8_dot": dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64),
     "w8_dot_wide": dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=64),
+    "w8_dot_big": dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=64),
     "w4_rows": dict(BLOCK_N=32, BLOCK_W=32),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32),
     "w4_tc": dict(BLOCK_N=32, NSTAGE=1, SPLIT=3),
@@ -70,6 +76,13 @@ CPU_CONFIGS = {
     "w4_rows_max_m": 4,
     "w4_tc_max_m": 0,  # off in the interpreter unless asked for (tc=True): it runs there, slowly, in float32
 }
+
+
+def w8_config_name(m: int, rows: bool) -> str:
+    """Which of :data:`CONFIGS`' int8 entries a call with M rows of x uses."""
+    if rows:
+        return "w8_rows"
+    return "w8_dot" if m <= 16 else "w8_dot_wide" if m <= 64 else "w8_dot_big"
 
 
 def configs() -> dict:
@@ -467,7 +480,7 @@ def w8a16_gemv(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, **config) 
     m = x.shape[0]
     cfg = configs()
     rows = config.pop("rows", m <= cfg["w8_rows_max_m"])
-    c = dict(cfg["w8_rows" if rows else "w8_dot" if m <= 16 else "w8_dot_wide"], **config)
+    c = dict(cfg[w8_config_name(m, rows)], **config)
     warps = {key: c.pop(key) for key in ("num_warps", "num_stages") if key in c}
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     block_m = 1 if rows else c["BLOCK_M"]

@@ -100,6 +100,27 @@ def torchao_int8(w: torch.Tensor, compile: bool = True):
         return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
 
 
+_TILE_MAJOR: dict = {}
+
+
+def lesson_int4(x, packed, scales, group_size: int):
+    """The lesson's int4 GEMV as a model would run it: where it takes the tc path (an H100: bf16 x, groups of 64 or
+    more; :func:`kernels.w4a16_path`) the weights are made tile-major (:func:`kernels.tile_major`) on the first call
+    for each weight and kept, as a model loader would do once, then :func:`kernels.w4a16_tiled`; elsewhere
+    :func:`kernels.w4a16_gemv` as it is. The cache holds the last 8 weights (and keeps them alive); a weight changed
+    in place is laid out again (its version counter)."""
+    if kernels.w4a16_path(x, group_size) != "tc":
+        return kernels.w4a16_gemv(x, packed, scales, group_size)
+    key = (id(packed), id(scales), group_size)
+    hit = _TILE_MAJOR.get(key)
+    if hit is None or hit[0] is not packed or hit[1] is not scales or hit[2] != (packed._version, scales._version):
+        if len(_TILE_MAJOR) >= 8:
+            _TILE_MAJOR.pop(next(iter(_TILE_MAJOR)))
+        hit = _TILE_MAJOR[key] = (packed, scales, (packed._version, scales._version),
+                                  kernels.tile_major(packed, scales, group_size))
+    return kernels.w4a16_tiled(x, hit[3])
+
+
 def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int = GROUP, compile: bool = True,
           with_torchao: bool = False, rounds: int = 3, bench_kw=None, extra=None) -> dict:
     """Time, per (N, K) shape at batch ``m``: bf16 cuBLAS, our int8 and int4 GEMVs, the torch paths and torchao,
@@ -172,7 +193,7 @@ def flush_effect(n: int = 8192, k: int = 8192, group_size: int = GROUP, rounds: 
     x = torch.randn(1, k, device=d["w"].device).to(low)
     fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
            "int8 (lesson kernel)": lambda: kernels.w8a16_gemv(x, d["q8"], d["s8"]),
-           "int4 (lesson kernel)": lambda: kernels.w4a16_gemv(x, d["packed"], d["s4"], group_size)}
+           "int4 (lesson kernel)": lambda: lesson_int4(x, d["packed"], d["s4"], group_size)}
     out = {"n": n, "k": k, "dtype": dtypes.name(low), "us": {}}
     for how, flush in (("write", True), ("read", "read")):
         timed = interleaved(fns, rounds=rounds, **{**bench_kw, "flush_l2": flush})
@@ -184,7 +205,7 @@ def batch_sweep(n: int = 8192, k: int = 8192, ms=(1, 2, 4, 8, 16, 32, 64, 128, 2
                 group_size: int = GROUP, bench_kw=None) -> dict:
     """µs of bf16 cuBLAS, our int8 and our int4 kernels at each batch size M on one (N, K) weight."""
     int8_fn = int8_fn or kernels.w8a16_gemv
-    int4_fn = int4_fn or kernels.w4a16_gemv
+    int4_fn = int4_fn or lesson_int4
     bench_kw = {**FLUSH, **(bench_kw or {})}
     low = low_dtype().torch
     d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(1), low)
@@ -215,7 +236,7 @@ class MLPBlock:
             weights = (gu, dn)
         self.weights, self.fmt, self.inter, self.group_size = weights, fmt, inter, group_size
         self.int8_fn = int8_fn or kernels.w8a16_gemv
-        self.int4_fn = int4_fn or kernels.w4a16_gemv
+        self.int4_fn = int4_fn or lesson_int4
         if fmt == "int8":
             self.layers = [quant.quantize(w, 8, "channel") for w in weights]
         elif fmt == "int4":

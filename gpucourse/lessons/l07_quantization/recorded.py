@@ -151,3 +151,38 @@ def show_tc() -> dict:
           f"({r['read_bf16'] / r['read_fastest']:.2f}x)")
     print(f"the tc path at 8192 x 8192 takes {sq['tc'] / r['read_only']:.2f} times the read floor's time")
     return r
+
+
+BATCH_FILE = "h100-explore-quant-batch.json"
+TILED = "tiled TB128 BN128 ns3 T4"  # the configuration the lesson ships (kernels.CONFIGS["w4_tc"])
+
+
+def tile_major_rounds() -> dict:
+    """``benchmarks/explore_quant_batch.py``'s M = 1 rounds: per shape, bf16 cuBLAS, the tc kernel on
+    ``pack_int4``'s row layout and on tile-major weights (the shipped configuration, and the fastest one tried)."""
+    doc = benchmarks.recorded(BATCH_FILE)
+    shapes = []
+    for row in doc["m1"]:
+        us = row["us"]
+        tiled = {k: v for k, v in us.items() if k.startswith("tiled")}
+        best = min(tiled, key=tiled.get)
+        shapes.append({"shape": tuple(row["shape"]), "bf16": us["bf16 cuBLAS"], "rows_layout":
+                       us["tc rows-layout (default)"], "tiled": us[TILED], "best": best, "best_us": tiled[best],
+                       "worst_rel_diff": max(row["rel_diff_vs_rows"].values())})
+    return {"device": doc["device"], "torch": doc["torch"], "triton": doc["triton"], "shapes": shapes,
+            "tried": len([k for k in doc["m1"][0]["us"] if k.startswith("tiled")])}
+
+
+def show_tile_major() -> dict:
+    """Print :func:`tile_major_rounds` as a table (and return it)."""
+    r = tile_major_rounds()
+    print(f"recorded on an {r['device']} (torch {r['torch']}, triton {r['triton']}), not measured here; M = 1, int4 "
+          f"groups of 128, µs with L2 flushed by a read, one run; {r['tried']} tile-major configurations tried")
+    print(f"{'N x K':>13} {'bf16 cuBLAS':>12} {'row layout':>18} {'tile-major':>18}   fastest tried")
+    for s in r["shapes"]:
+        n, k = s["shape"]
+        print(f"{n:>6} x {k:<5} {s['bf16']:9.1f} µs {s['rows_layout']:8.1f} µs {s['bf16'] / s['rows_layout']:5.2f}x "
+              f"{s['tiled']:8.1f} µs {s['bf16'] / s['tiled']:5.2f}x   {s['best']} ({s['best_us']:.1f} µs)")
+    print(f"largest difference from the rows kernel's output, relative to its largest value: "
+          f"{max(s['worst_rel_diff'] for s in r['shapes']):.1e}")
+    return r
