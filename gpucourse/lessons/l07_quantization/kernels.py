@@ -15,13 +15,16 @@ int4 weights, dequantized in registers and accumulated in float32.
   kernel writes first (:func:`x_planes`, why: above ``x_planes_kernel``).
 * *dot* (larger M): tiles of ``BLOCK_M`` rows of x against ``BLOCK_N`` weight rows on tensor cores (``tl.dot`` on
   bf16 operands: the int8/int4 values are exact in bf16, products are exact in float32, the sum is float32).
-* *tc* (int4, M = 1, bf16, on an H100 or newer: :func:`w4a16_tc_kernel`): the weights as the *A* operand of a
+* *tc* (int4, bf16, on an H100 or newer, every M: :func:`w4a16_tc_kernel`): the weights as the *A* operand of a
   tensor-core dot, ``out^T = W @ x^T``, which Hopper's wgmma takes from registers, so the dequantized weights never
-  go through shared memory; x^T, padded to 16 columns, is the small B operand. Dequantizing is Marlin's bf16 trick
-  in inline PTX, two weights a LOP3 (+ a shift and an FMA), and several programs share each block of rows (split-K).
-  ``benchmarks/explore_quant_tc.py`` measured it against the rows path (results/h100-explore-quant-tc2.json;
-  through :func:`w4a16_gemv`, h100-explore-quant-tc3.json). Elsewhere (the interpreter by default, GPUs before
-  sm_90, fp16 x, groups of 32) M = 1 takes the rows path; :func:`w4a16_path` says which path a call takes.
+  go through shared memory; x^T, padded to 16 columns (up to 64 for larger M, in blocks of rows), is the B operand.
+  Dequantizing is Marlin's bf16 trick in inline PTX, two weights a LOP3 (+ a shift and an FMA), and several
+  programs share each block of rows (split-K). ``benchmarks/explore_quant_tc.py`` measured it against the rows path
+  at M = 1 (results/h100-explore-quant-tc2.json; through :func:`w4a16_gemv`, h100-explore-quant-tc3.json),
+  ``explore_quant_batch.py`` from M = 1 to 256 and on tile-major weights (:func:`tile_major`, :func:`w4a16_tiled`:
+  each program's step one contiguous read; h100-explore-quant-batch.json). Elsewhere (the interpreter by default,
+  GPUs before sm_90, fp16 x, groups of 32) M up to 4 takes the rows path; :func:`w4a16_path` says which path a call
+  takes.
 
 The weights dominate the bytes moved (N*K for int8, N*K/2 for int4 against 2*N*K for bf16); at M = 1 the kernel is
 memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`), as long as the arithmetic per weight keeps
@@ -263,9 +266,9 @@ if triton is not None:
         tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
                  mask=m_ok[:, None] & n_ok[None, :])
 
-    # The tensor-core int4 GEMV (M <= 16, at its best at M = 1). out^T[BLOCK_N, 16] = W[BLOCK_N, K] @ x^T[K, 16]: the
-    # weights are the A operand, which a Hopper wgmma reads from registers, and x^T (16 columns, those past M zero)
-    # is B, from shared memory. The words are dequantized in the register layout of A itself:
+    # The tensor-core int4 GEMV. out^T[BLOCK_N, MX] = W[BLOCK_N, K] @ x^T[K, MX]: the weights are the A operand, which
+    # a Hopper wgmma reads from registers, and x^T (MX = 16 columns up to M = 16, those past M zero; up to 64 above,
+    # more rows of x in further blocks of MX: a third grid axis) is B, from shared memory. The words are dequantized in the register layout of A itself:
     # * Marlin's bf16 trick: a nibble ORed into the mantissa of the bf16 128 (0x4300) reads 128 + nibble; flipping
     #   its top bit in the same logic op (LOP3: (v & 0x000F000F) ^ 0x43084308) makes it 128 + (q + 8), and one
     #   bf16x2 FMA (v * 1 - 136) leaves q, exact. Each 32-bit register holds two bf16 weights: nibble j of a word in
@@ -277,7 +280,7 @@ if triton is not None:
     #   from x: no kernel rewrites x first). The asm is *not* elementwise: it is right because each pack is a
     #   column pair of A's register layout (the interpreter, and any GPU without inline PTX, use _int4_pairs's
     #   plain-Triton branch, elementwise; explore_quant_tc.py checked the asm on the H100).
-    # * The group's float32 partial (BLOCK_N, 16) is scaled by the group's scales and accumulated in float32.
+    # * The group's float32 partial (BLOCK_N, MX) is scaled by the group's scales and accumulated in float32.
     # * N / BLOCK_N tiles are too few programs to keep an H100's memory busy (8192 / 128 = 64), so SPLIT programs
     #   share a tile, each over a range of groups; each writes its float32 partial, and the last to finish (a
     #   counter per tile) adds the SPLIT partials in order and writes the output, then zeroes its counter for the
@@ -503,7 +506,12 @@ _COUNTERS: dict = {}
 
 
 def _tile_counters(device, n: int) -> torch.Tensor:
-    """The tc path's split-K counters for this device: int32, zero between calls (each call leaves them zero)."""
+    """The tc path's split-K counters for this device: int32, zero between calls (each call leaves them zero). One
+    buffer a device ("cuda" and "cuda:0" are the same one), so two calls running at once on two streams of a device
+    would share it: the lesson's code runs one stream."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     buf = _COUNTERS.get(device)
     if buf is None or buf.numel() < n:
         buf = _COUNTERS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
@@ -538,6 +546,8 @@ def tc_config(m: int, **config) -> dict:
         c = dict(cfg["w4_tc_wide"])
         c["MX"] = min(c["MX"], triton.next_power_of_2(m))
     c.update(config)
+    if c["MX"] < 16 or c["MX"] & (c["MX"] - 1):
+        raise ValueError(f"MX (x's rows a block, B's columns) must be a power of two >= 16, not {c['MX']!r}")
     return c
 
 
@@ -563,9 +573,12 @@ def tile_major(packed: torch.Tensor, scales: torch.Tensor, group_size: int, bloc
                         f"{getattr(packed, 'dtype', type(packed).__name__)}")
     n, k = packed.shape[0], 2 * packed.shape[1]
     check_group_size(group_size, k)
-    if tuple(scales.shape) != (n, k // group_size) or scales.dtype != torch.float32:
-        raise ValueError(f"scales must be float32 of shape ({n}, {k // group_size}); got {scales.dtype} of shape "
-                         f"{tuple(scales.shape)}")
+    if not isinstance(scales, torch.Tensor) or tuple(scales.shape) != (n, k // group_size) or \
+            scales.dtype != torch.float32:
+        raise ValueError(f"scales must be float32 of shape ({n}, {k // group_size}); got "
+                         f"{getattr(scales, 'dtype', type(scales).__name__)} of shape "
+                         f"{tuple(getattr(scales, 'shape', ()))}")
+    _same_device(packed=packed, scales=scales)
     if block < 16 or block & (block - 1):
         raise ValueError(f"block must be a power of two >= 16, not {block!r}")
     groups, wpg = k // group_size, group_size // 8
@@ -619,7 +632,7 @@ def w4a16_tiled(x: torch.Tensor, tiled: TiledInt4, **config) -> torch.Tensor:
     _need_triton()
     if not isinstance(tiled, TiledInt4):
         raise TypeError(f"tiled must come from tile_major(packed, scales, group_size), not {type(tiled).__name__}")
-    _check_x(x, tiled.k, what="the tile-major weights")
+    _check_x(x, tiled.k, what="the tile-major weight")
     if not tc_available(x, tiled.group_size):
         raise ValueError("tile-major weights run on the tensor-core path only: bf16 x, group_size >= 64, and "
                          "Triton's interpreter or a GPU of compute capability 9.0 or newer")
