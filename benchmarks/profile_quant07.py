@@ -4,7 +4,7 @@ Runs each kernel a few times on 8192 x 8192 (bf16 F.linear, the lesson's int8 an
 kernel of explore_quant_words.py) so `ncu` can profile the last call of each:
 
   ncu --set full -k regex:'w8a16|w4a16|words|gemv|gemm|sm90' --launch-skip 2 --launch-count 1 ... \
-      python3 benchmarks/profile_quant07.py
+      python3 benchmarks/profile_quant07.py [bf16 i8 i4 words i4tc i4tiled]
 """
 import os
 import sys
@@ -15,7 +15,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import explore_quant_words as e  # noqa: E402
-from gpucourse.lessons.l07_quantization import kernels, packing, quant  # noqa: E402
+from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant  # noqa: E402
 
 n = k = 8192
 torch.manual_seed(0)
@@ -32,6 +32,10 @@ for _ in range(3):
         kernels.w8a16_gemv(x, q8, s8)
     if "i4" in which:  # the lesson kernel: x planes, then the words kernel
         kernels.w4a16_gemv(x, p4, s4, 128)
+    if "i4tc" in which:  # the tc kernel on pack_int4's row layout
+        kernels.w4a16_gemv(x, p4, s4, 128, tc=True)
+    if "i4tiled" in which:  # the tc kernel on tile-major weights (laid out on the first call)
+        measure.lesson_int4(x, p4, s4, 128)
     if "words" in which:
         e.run_words(x, p4.view(torch.int32), s4, 4, 16, 4, 16, 4, 3, 1, False)
 torch.cuda.synchronize()
