@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Exploration behind issue #15, sixteenth round: the tile-major tc kernel's step at M = 1.
+
+Round fifteen (explore_quant_tma.py) found that more programs, more stages or TMA loads do not make the lesson's
+tile-major kernel (kernels.w4a16_tc_kernel, TILED) faster. What is left is the step itself: per group, a pipelined
+load and its barrier, a join + reshape that duplicates each word (element 2w + d = word w, for the pair asm), four
+dots each waited for, and the scale. Two variants, as copies of the lesson kernel:
+
+* ``dup``: the words loaded already duplicated (column c of the tile reads word c // 2), so no join/reshape in
+  registers; the pipeline then stages twice the bytes in shared memory;
+* ``G2``: two groups a step (8 dots, two scales), half the steps and barriers; a split's odd last group is masked
+  (zero words, zero scale).
+
+M = 1, interleaved rounds, L2 flushed by a read, bf16 cuBLAS in the same rounds.
+
+    python3 benchmarks/explore_quant_step.py   (writes $OUT/explore_quant_step.json)
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from gpucourse.lessons.l07_quantization import kernels, measure  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _int4_pairs, _split_k_store, _tc_dot, _x_pairs  # noqa: E402
+from gpucourse.timing import interleaved  # noqa: E402
+
+GS = 128
+
+
+@triton.jit
+def _group_dots(ud, x_ptr, stride_xm, k0, rk, rm, M, acc0, IN: tl.constexpr):
+    part = _tc_dot(_int4_pairs(ud, 0, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 0), acc0, IN)
+    part = _tc_dot(_int4_pairs(ud, 1, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 1), part, IN)
+    part = _tc_dot(_int4_pairs(ud, 2, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 2), part, IN)
+    part = _tc_dot(_int4_pairs(ud, 3, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 3), part, IN)
+    return part
+
+
+@triton.jit
+def tc_step_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, stride_xm, stride_om, GPS, SPLIT,
+                   GROUP: tl.constexpr, BLOCK_N: tl.constexpr, MX: tl.constexpr, NSTAGE: tl.constexpr,
+                   TB: tl.constexpr, DUP: tl.constexpr, G2: tl.constexpr, IN: tl.constexpr):
+    WPG: tl.constexpr = GROUP // 8
+    KP: tl.constexpr = 2 * WPG
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    n_groups = KW // WPG
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < N
+    rw = tl.arange(0, WPG)
+    rk = tl.arange(0, KP)
+    rm = tl.arange(0, MX)
+    blk = (pid_n * BLOCK_N) // TB
+    r0 = (pid_n * BLOCK_N) % TB + tl.arange(0, BLOCK_N)
+    base = w_ptr + blk.to(tl.int64) * n_groups * (TB * WPG) + (r0 * WPG)[:, None]
+    if DUP:
+        w_tile = base + (rk // 2)[None, :]
+    else:
+        w_tile = base + rw[None, :]
+    s_tile = s_ptr + blk.to(tl.int64) * n_groups * TB + r0
+    acc = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+    g0 = pid_k * GPS
+    g1 = tl.minimum(g0 + GPS, n_groups)
+    if G2:
+        for g in tl.range(g0, g1, 2, num_stages=NSTAGE):
+            more = (g + 1 + tl.zeros((BLOCK_N,), dtype=tl.int32)) < g1  # a split's odd last group: none
+            ua = tl.load(w_tile + g * (TB * WPG))
+            ub = tl.load(w_tile + (g + 1) * (TB * WPG), mask=more[:, None], other=0)
+            sa = tl.load(s_tile + g * TB)
+            sb = tl.load(s_tile + (g + 1) * TB, mask=more, other=0.0)
+            if DUP:
+                uda = ua
+                udb = ub
+            else:
+                uda = tl.reshape(tl.join(ua, ua), (BLOCK_N, KP))
+                udb = tl.reshape(tl.join(ub, ub), (BLOCK_N, KP))
+            kb = tl.minimum(g + 1, g1 - 1) * GROUP
+            pa = _group_dots(uda, x_ptr, stride_xm, g * GROUP, rk, rm, M, tl.zeros((BLOCK_N, MX), dtype=tl.float32), IN)
+            pb = _group_dots(udb, x_ptr, stride_xm, kb, rk, rm, M, tl.zeros((BLOCK_N, MX), dtype=tl.float32), IN)
+            acc += pa * sa[:, None] + pb * sb[:, None]
+    else:
+        for g in tl.range(g0, g1, num_stages=NSTAGE):
+            u = tl.load(w_tile + g * (TB * WPG))
+            s = tl.load(s_tile + g * TB)
+            if DUP:
+                ud = u
+            else:
+                ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
+            part = _group_dots(ud, x_ptr, stride_xm, g * GROUP, rk, rm, M, tl.zeros((BLOCK_N, MX), dtype=tl.float32), IN)
+            acc += part * s[:, None]
+    _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :], N,
+                   stride_om, SPLIT)
+
+
+def step_gemv(x, t, dup=False, g2=False, block_n=128, nstage=3, ctas=4, warps=4, split=None):
+    m, k = x.shape
+    groups = k // t.group_size
+    tiles = triton.cdiv(t.n, block_n)
+    if split is None:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        split = round(ctas * sms / tiles)
+    split = max(1, min(split, groups))
+    gps = triton.cdiv(groups, split)
+    if g2:
+        gps += gps % 2  # whole pairs a split, but the last
+    split = triton.cdiv(groups, gps)
+    out = torch.empty(m, t.n, dtype=x.dtype, device=x.device)
+    part = torch.empty(split, 16, t.n, dtype=torch.float32, device=x.device) if split > 1 else out
+    tc_step_kernel[(tiles, split)](x, t.words, t.scales, part, kernels._tile_counters(x.device, tiles), out, m, t.n,
+                                   k // 8, x.stride(0), out.stride(0), gps, split, GROUP=t.group_size,
+                                   BLOCK_N=block_n, MX=16, NSTAGE=nstage, TB=t.block, DUP=dup, G2=g2, IN=kernels.INTERPRETED,
+                                   num_warps=warps)
+    return out
+
+
+def variants():
+    out = {"lesson (tiled T4 ns3)": lambda x, t: kernels.w4a16_tiled(x, t),
+           "copy of lesson": lambda x, t: step_gemv(x, t)}
+    for dup, g2 in ((True, False), (False, True), (True, True)):
+        for ns, c in ((3, 4), (2, 4), (3, 2), (4, 4)):
+            name = f"{'dup ' if dup else ''}{'G2 ' if g2 else ''}ns{ns} T{c}"
+            out[name] = lambda x, t, dup=dup, g2=g2, ns=ns, c=c: step_gemv(x, t, dup, g2, nstage=ns, ctas=c)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_step.json"))
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "flush": "read", "rows": []}
+    gen = torch.Generator().manual_seed(0)
+    for n, k in measure.SHAPES + ((28672, 4096),):
+        d = measure.quantized_weights(n, k, GS, gen)
+        x = torch.randn(1, k, generator=gen).to(torch.bfloat16).cuda()
+        t = kernels.tile_major(d["packed"], d["s4"], GS)
+        y0 = kernels.w4a16_tiled(x, t).double()
+        fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"])}
+        diff = {}
+        for name, fn in variants().items():
+            try:
+                diff[name] = float((fn(x, t).double() - y0).abs().max() / y0.abs().max())
+                fns[name] = lambda fn=fn: fn(x, t)
+            except Exception as exc:
+                diff[name] = f"error: {str(exc)[:300]}"
+                print(name, diff[name], flush=True)
+        us = {nm: r.median_ms * 1e3 for nm, r in interleaved(fns, rounds=args.rounds, flush_l2="read").items()}
+        bf = us["bf16 cuBLAS"]
+        res["rows"].append({"shape": [n, k], "us": us, "x_bf16": {nm: bf / v for nm, v in us.items()},
+                            "rel_diff_vs_lesson": diff})
+        print(f"{n}x{k}: bf16 {bf:.1f} us", flush=True)
+        for nm, v in sorted(us.items(), key=lambda i: i[1])[:8]:
+            print(f"   {nm:24s} {v:7.1f} us  {bf / v:5.2f}x  {diff.get(nm, '')}", flush=True)
+        print(f"   {'lesson (tiled T4 ns3)':24s} {us['lesson (tiled T4 ns3)']:7.1f} us", flush=True)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
