@@ -87,8 +87,9 @@ def tc_step_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, st
                 uda = tl.reshape(tl.join(ua, ua), (BLOCK_N, KP))
                 udb = tl.reshape(tl.join(ub, ub), (BLOCK_N, KP))
             kb = tl.minimum(g + 1, g1 - 1) * GROUP
-            pa = _group_dots(uda, x_ptr, stride_xm, g * GROUP, rk, rm, M, tl.zeros((BLOCK_N, MX), dtype=tl.float32), IN)
-            pb = _group_dots(udb, x_ptr, stride_xm, kb, rk, rm, M, tl.zeros((BLOCK_N, MX), dtype=tl.float32), IN)
+            zero = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+            pa = _group_dots(uda, x_ptr, stride_xm, g * GROUP, rk, rm, M, zero, IN)
+            pb = _group_dots(udb, x_ptr, stride_xm, kb, rk, rm, M, zero, IN)
             acc += pa * sa[:, None] + pb * sb[:, None]
     else:
         for g in tl.range(g0, g1, num_stages=NSTAGE):
@@ -98,7 +99,8 @@ def tc_step_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, st
                 ud = u
             else:
                 ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
-            part = _group_dots(ud, x_ptr, stride_xm, g * GROUP, rk, rm, M, tl.zeros((BLOCK_N, MX), dtype=tl.float32), IN)
+            zero = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
+            part = _group_dots(ud, x_ptr, stride_xm, g * GROUP, rk, rm, M, zero, IN)
             acc += part * s[:, None]
     _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :], N,
                    stride_om, SPLIT)
@@ -118,10 +120,10 @@ def step_gemv(x, t, dup=False, g2=False, block_n=128, nstage=3, ctas=4, warps=4,
     split = triton.cdiv(groups, gps)
     out = torch.empty(m, t.n, dtype=x.dtype, device=x.device)
     part = torch.empty(split, 16, t.n, dtype=torch.float32, device=x.device) if split > 1 else out
-    tc_step_kernel[(tiles, split)](x, t.words, t.scales, part, kernels._tile_counters(x.device, tiles), out, m, t.n,
-                                   k // 8, x.stride(0), out.stride(0), gps, split, GROUP=t.group_size,
-                                   BLOCK_N=block_n, MX=16, NSTAGE=nstage, TB=t.block, DUP=dup, G2=g2, IN=kernels.INTERPRETED,
-                                   num_warps=warps)
+    tc_step_kernel[(tiles, split)](x, t.words, t.scales, part, kernels._tile_counters(x.device, tiles), out, m,
+                                   t.n, k // 8, x.stride(0), out.stride(0), gps, split, GROUP=t.group_size,
+                                   BLOCK_N=block_n, MX=16, NSTAGE=nstage, TB=t.block, DUP=dup, G2=g2,
+                                   IN=kernels.INTERPRETED, num_warps=warps)
     return out
 
 

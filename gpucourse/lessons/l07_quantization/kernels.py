@@ -58,8 +58,9 @@ CONFIGS = {
     "w8_dot_big": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4),  # M above 64
     "w4_rows": dict(BLOCK_N=4, BLOCK_W=128, num_warps=1),
     "w4_dot": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=3),
-    "w4_tc": dict(BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=4, num_warps=4),  # M up to 16: explore_quant_batch.py "TB128
-    # BN128 ns3 T4", the best tile-major config at M = 1 on all three shapes; the row layout's too
+    # M up to 16: explore_quant_batch.py's "TB128 BN128 ns3 T4", the fastest tile-major configuration at M = 1 on the
+    # three shapes (and explore_quant_tc.py's best for the row layout)
+    "w4_tc": dict(BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=4, num_warps=4),
     "w4_tc_wide": dict(MX=64, BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=2, num_warps=4),  # M > 16 (MX: at most 64 columns)
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
     "w4_rows_max_m": 4,
@@ -268,7 +269,8 @@ if triton is not None:
 
     # The tensor-core int4 GEMV. out^T[BLOCK_N, MX] = W[BLOCK_N, K] @ x^T[K, MX]: the weights are the A operand, which
     # a Hopper wgmma reads from registers, and x^T (MX = 16 columns up to M = 16, those past M zero; up to 64 above,
-    # more rows of x in further blocks of MX: a third grid axis) is B, from shared memory. The words are dequantized in the register layout of A itself:
+    # more rows of x in further blocks of MX: a third grid axis) is B, from shared memory. The words are dequantized
+    # in the register layout of A itself:
     # * Marlin's bf16 trick: a nibble ORed into the mantissa of the bf16 128 (0x4300) reads 128 + nibble; flipping
     #   its top bit in the same logic op (LOP3: (v & 0x000F000F) ^ 0x43084308) makes it 128 + (q + 8), and one
     #   bf16x2 FMA (v * 1 - 136) leaves q, exact. Each 32-bit register holds two bf16 weights: nibble j of a word in
@@ -358,9 +360,8 @@ if triton is not None:
         """Program (tile, split, m-block): rows tile * BLOCK_N .., groups split * GPS .. + GPS, rows of x
         m-block * MX .. + MX. w_ptr: int32 words (N, KW) of 8 nibbles, or with TILED the tile-major copy of
         :func:`tile_major` (blocks of TB rows, TB a multiple of BLOCK_N: each block's group a contiguous (TB, words)
-        run, the scales (blocks, groups, TB));
-        part_ptr: float32 (m-blocks, SPLIT, MX, N) partials; cnt_ptr: a counter per tile and m-block, zero on entry
-        and exit."""
+        run, the scales (blocks, groups, TB)); part_ptr: float32 (m-blocks, SPLIT, MX, N) partials; cnt_ptr: a
+        counter per tile and m-block, zero on entry and exit."""
         WPG: tl.constexpr = GROUP // 8  # words a group
         KP: tl.constexpr = 2 * WPG  # columns of each of a group's 4 dots
         pid_n = tl.program_id(0)
