@@ -20,32 +20,18 @@ groups a step is slower again, and duplicated loads take 2.4 to 3.2 times as lon
     python3 benchmarks/explore_quant_step.py   (writes $OUT/explore_quant_step.json)
 """
 import argparse
-import json
 import os
-import platform
 import sys
-import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from gpucourse.lessons.l07_quantization import kernels, measure  # noqa: E402
-from gpucourse.lessons.l07_quantization.kernels import _int4_pairs, _split_k_store, _tc_dot, _x_pairs  # noqa: E402
-from gpucourse.timing import interleaved  # noqa: E402
-
-GS = 128
-
-
-@triton.jit
-def _group_dots(ud, x_ptr, stride_xm, k0, rk, rm, M, acc0, IN: tl.constexpr):
-    part = _tc_dot(_int4_pairs(ud, 0, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 0), acc0, IN)
-    part = _tc_dot(_int4_pairs(ud, 1, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 1), part, IN)
-    part = _tc_dot(_int4_pairs(ud, 2, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 2), part, IN)
-    part = _tc_dot(_int4_pairs(ud, 3, not IN), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 3), part, IN)
-    return part
+from explore_quant_tma import time_m1  # noqa: E402  (the same shapes, checks and timing as round fifteen)
+from gpucourse.lessons.l07_quantization import kernels  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _group_dot, _split_k_store, _x_group  # noqa: E402
 
 
 @triton.jit
@@ -87,10 +73,10 @@ def tc_step_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, st
                 uda = tl.reshape(tl.join(ua, ua), (BLOCK_N, KP))
                 udb = tl.reshape(tl.join(ub, ub), (BLOCK_N, KP))
             kb = tl.minimum(g + 1, g1 - 1) * GROUP
-            zero = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
-            pa = _group_dots(uda, x_ptr, stride_xm, g * GROUP, rk, rm, M, zero, IN)
-            pb = _group_dots(udb, x_ptr, stride_xm, kb, rk, rm, M, zero, IN)
-            acc += pa * sa[:, None] + pb * sb[:, None]
+            xa0, xa1, xa2, xa3 = _x_group(x_ptr, stride_xm, g * GROUP, rk, rm, M)
+            xb0, xb1, xb2, xb3 = _x_group(x_ptr, stride_xm, kb, rk, rm, M)
+            acc += _group_dot(uda, xa0, xa1, xa2, xa3, not IN, IN) * sa[:, None] + \
+                _group_dot(udb, xb0, xb1, xb2, xb3, not IN, IN) * sb[:, None]
     else:
         for g in tl.range(g0, g1, num_stages=NSTAGE):
             u = tl.load(w_tile + g * (TB * WPG))
@@ -99,9 +85,8 @@ def tc_step_kernel(x_ptr, w_ptr, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, st
                 ud = u
             else:
                 ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
-            zero = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
-            part = _group_dots(ud, x_ptr, stride_xm, g * GROUP, rk, rm, M, zero, IN)
-            acc += part * s[:, None]
+            x0, x1, x2, x3 = _x_group(x_ptr, stride_xm, g * GROUP, rk, rm, M)  # no prefetch: see the docstring
+            acc += _group_dot(ud, x0, x1, x2, x3, not IN, IN) * s[:, None]
     _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :], N,
                    stride_om, SPLIT)
 
@@ -110,14 +95,9 @@ def step_gemv(x, t, dup=False, g2=False, block_n=128, nstage=3, ctas=4, warps=4,
     m, k = x.shape
     groups = k // t.group_size
     tiles = triton.cdiv(t.n, block_n)
-    if split is None:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        split = round(ctas * sms / tiles)
-    split = max(1, min(split, groups))
-    gps = triton.cdiv(groups, split)
-    if g2:
-        gps += gps % 2  # whole pairs a split, but the last
-    split = triton.cdiv(groups, gps)
+    split, gps = kernels.tc_split({"SPLIT": split} if split else {"CTAS_PER_SM": ctas}, tiles, groups, x.device)
+    if g2 and gps % 2:  # whole pairs a split, but the last
+        split, gps = triton.cdiv(groups, gps + 1), gps + 1
     out = torch.empty(m, t.n, dtype=x.dtype, device=x.device)
     part = torch.empty(split, 16, t.n, dtype=torch.float32, device=x.device) if split > 1 else out
     tc_step_kernel[(tiles, split)](x, t.words, t.scales, part, kernels._tile_counters(x.device, tiles), out, m,
@@ -142,33 +122,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_step.json"))
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "flush": "read", "rows": []}
-    gen = torch.Generator().manual_seed(0)
-    for n, k in measure.SHAPES + ((28672, 4096),):
-        d = measure.quantized_weights(n, k, GS, gen)
-        x = torch.randn(1, k, generator=gen).to(torch.bfloat16).cuda()
-        t = kernels.tile_major(d["packed"], d["s4"], GS)
-        y0 = kernels.w4a16_tiled(x, t).double()
-        fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"])}
-        diff = {}
-        for name, fn in variants().items():
-            try:
-                diff[name] = float((fn(x, t).double() - y0).abs().max() / y0.abs().max())
-                fns[name] = lambda fn=fn: fn(x, t)
-            except Exception as exc:
-                diff[name] = f"error: {str(exc)[:300]}"
-                print(name, diff[name], flush=True)
-        us = {nm: r.median_ms * 1e3 for nm, r in interleaved(fns, rounds=args.rounds, flush_l2="read").items()}
-        bf = us["bf16 cuBLAS"]
-        res["rows"].append({"shape": [n, k], "us": us, "x_bf16": {nm: bf / v for nm, v in us.items()},
-                            "rel_diff_vs_lesson": diff})
-        print(f"{n}x{k}: bf16 {bf:.1f} us", flush=True)
-        for nm, v in sorted(us.items(), key=lambda i: i[1])[:8]:
-            print(f"   {nm:24s} {v:7.1f} us  {bf / v:5.2f}x  {diff.get(nm, '')}", flush=True)
-        print(f"   {'lesson (tiled T4 ns3)':24s} {us['lesson (tiled T4 ns3)']:7.1f} us", flush=True)
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
+    time_m1(variants(), args.out, args.rounds)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from gpucourse.lessons.l07_quantization.kernels import _int4_pairs as pair_q  # 
 from gpucourse.lessons.l07_quantization.kernels import _split_k_store  # noqa: E402,F401
 from gpucourse.lessons.l07_quantization.kernels import _tc_dot as pdot  # noqa: E402
 from gpucourse.lessons.l07_quantization.kernels import _tile_counters as counters  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import split_groups  # noqa: E402
 from gpucourse.lessons.l07_quantization.kernels import _x_pairs as x_tile  # noqa: E402
 
 OFFSET = 136.0  # a weight q is dequantized to q + 136 (bf16 128 + (u ^ 8))
@@ -374,9 +375,7 @@ def w4_tc(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, asm=None):
     words = packed.view(torch.int32)
     kw = words.shape[1]
     groups = k // 128
-    split = max(1, min(split, groups))
-    gps = triton.cdiv(groups, split)
-    split = triton.cdiv(groups, gps)
+    split, gps = split_groups(groups, split)
     tiles = triton.cdiv(n, block_n)
     xt, xs, cnt = tc_prepare(x, n, tiles)
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
@@ -400,9 +399,7 @@ def w4_tc_gpd(x, packed, scales, block_n=64, gpd=None, split=8, warps=4, nstage=
     words = packed.view(torch.int32)
     kw = words.shape[1]
     steps = triton.cdiv(k // 128, gpd)
-    split = max(1, min(split, steps))
-    sps = triton.cdiv(steps, split)
-    split = triton.cdiv(steps, sps)
+    split, sps = split_groups(steps, split)
     tiles = triton.cdiv(n, block_n)
     xt, xs, cnt = tc_prepare(x, n, tiles)
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
@@ -422,9 +419,7 @@ def w4_tc_pair(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, dup=0
     words = packed.view(torch.int32)
     kw = words.shape[1]
     groups = k // 128
-    split = max(1, min(split, groups))
-    gps = triton.cdiv(groups, split)
-    split = triton.cdiv(groups, gps)
+    split, gps = split_groups(groups, split)
     tiles = triton.cdiv(n, block_n)
     xt, xs, cnt = tc_prepare(x, n, tiles)
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
@@ -445,9 +440,7 @@ def w4_tc_fused(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, xpf=
     words = packed.view(torch.int32)
     kw = words.shape[1]
     groups = k // 128
-    split = max(1, min(split, groups))
-    gps = triton.cdiv(groups, split)
-    split = triton.cdiv(groups, gps)
+    split, gps = split_groups(groups, split)
     tiles = triton.cdiv(n, block_n)
     cnt = counters(x.device, tiles)
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)

@@ -34,7 +34,7 @@ import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from gpucourse.lessons.l07_quantization import kernels, measure  # noqa: E402
-from gpucourse.lessons.l07_quantization.kernels import _int4_pairs, _split_k_store, _tc_dot, _x_pairs  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _group_dot, _split_k_store, _x_group  # noqa: E402
 from gpucourse.timing import interleaved  # noqa: E402
 
 GS = 128
@@ -62,24 +62,14 @@ def tc_tma_kernel(x_ptr, w_desc, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, st
     acc = tl.zeros((BLOCK_N, MX), dtype=tl.float32)
     g0 = pid_k * GPS
     g1 = tl.minimum(g0 + GPS, n_groups)
-    b0 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 0)
-    b1 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 1)
-    b2 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 2)
-    b3 = _x_pairs(x_ptr, stride_xm, g0 * GROUP, rk, rm, M, 3)
+    b0, b1, b2, b3 = _x_group(x_ptr, stride_xm, g0 * GROUP, rk, rm, M)
     for g in tl.range(g0, g1, num_stages=NSTAGE):
-        u = w_desc.load([row0 + g * TB, 0])
+        u = w_desc.load([row0 + g * TB, 0])  # the one change from the lesson kernel
         s = tl.load(s_tile + g * TB)
         ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
         kn = tl.minimum(g + 1, g1 - 1) * GROUP
-        c0 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 0)
-        c1 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 1)
-        c2 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 2)
-        c3 = _x_pairs(x_ptr, stride_xm, kn, rk, rm, M, 3)
-        part = _tc_dot(_int4_pairs(ud, 0, True), b0, tl.zeros((BLOCK_N, MX), dtype=tl.float32), False)
-        part = _tc_dot(_int4_pairs(ud, 1, True), b1, part, False)
-        part = _tc_dot(_int4_pairs(ud, 2, True), b2, part, False)
-        part = _tc_dot(_int4_pairs(ud, 3, True), b3, part, False)
-        acc += part * s[:, None]
+        c0, c1, c2, c3 = _x_group(x_ptr, stride_xm, kn, rk, rm, M)
+        acc += _group_dot(ud, b0, b1, b2, b3, True, False) * s[:, None]
         b0, b1, b2, b3 = c0, c1, c2, c3
     _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, n_ok[:, None] & (rm < M)[None, :], N,
                    stride_om, SPLIT)
@@ -88,12 +78,8 @@ def tc_tma_kernel(x_ptr, w_desc, s_ptr, part_ptr, cnt_ptr, out_ptr, M, N, KW, st
 def tma_gemv(x, t, block_n=128, nstage=3, ctas=4, warps=4):
     m, k = x.shape
     wpg = t.group_size // 8
-    groups = k // t.group_size
     tiles = triton.cdiv(t.n, block_n)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    split = max(1, min(round(ctas * sms / tiles), groups))
-    gps = triton.cdiv(groups, split)
-    split = triton.cdiv(groups, gps)
+    split, gps = kernels.tc_split({"CTAS_PER_SM": ctas}, tiles, k // t.group_size, x.device)
     out = torch.empty(m, t.n, dtype=x.dtype, device=x.device)
     part = torch.empty(split, 16, t.n, dtype=torch.float32, device=x.device) if split > 1 else out
     desc = TensorDescriptor.from_tensor(t.words.view(-1, wpg), [block_n, wpg])
@@ -114,11 +100,9 @@ def variants():
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_tma.json"))
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+def time_m1(variants, out_path, rounds):
+    """Time every ``name -> fn(x, tiled)`` of ``variants`` at M = 1 on the lesson's shapes and the MLP's up
+    projection, beside bf16 cuBLAS, each checked against the lesson kernel first; write ``out_path`` as it goes."""
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "flush": "read", "rows": []}
     gen = torch.Generator().manual_seed(0)
@@ -126,27 +110,34 @@ def main():
         d = measure.quantized_weights(n, k, GS, gen)
         x = torch.randn(1, k, generator=gen).to(torch.bfloat16).cuda()
         t = kernels.tile_major(d["packed"], d["s4"], GS)
-        y0 = kernels.w4a16_tiled(x, t)
+        y0 = kernels.w4a16_tiled(x, t).double()
         fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"])}
-        same = {}
-        for name, fn in variants().items():
+        diff = {}
+        for name, fn in variants.items():
             try:
-                y = fn(x, t)
-                same[name] = float((y.double() - y0.double()).abs().max() / y0.double().abs().max())
+                diff[name] = float((fn(x, t).double() - y0).abs().max() / y0.abs().max())
                 fns[name] = lambda fn=fn: fn(x, t)
             except Exception as exc:
-                same[name] = f"error: {str(exc)[:300]}"
-                print(name, same[name], flush=True)
-        us = {nm: r.median_ms * 1e3 for nm, r in interleaved(fns, rounds=args.rounds, flush_l2="read").items()}
+                diff[name] = f"error: {str(exc)[:300]}"
+                print(name, diff[name], flush=True)
+        us = {nm: r.median_ms * 1e3 for nm, r in interleaved(fns, rounds=rounds, flush_l2="read").items()}
         bf = us["bf16 cuBLAS"]
         res["rows"].append({"shape": [n, k], "us": us, "x_bf16": {nm: bf / v for nm, v in us.items()},
-                            "same_as_lesson": same})
+                            "rel_diff_vs_lesson": diff})
         print(f"{n}x{k}: bf16 {bf:.1f} us", flush=True)
         for nm, v in sorted(us.items(), key=lambda i: i[1])[:9]:
-            print(f"   {nm:28s} {v:7.1f} us  {bf / v:5.2f}x  {same.get(nm, '')}", flush=True)
+            print(f"   {nm:28s} {v:7.1f} us  {bf / v:5.2f}x  {diff.get(nm, '')}", flush=True)
         print(f"   {'lesson (tiled T4 ns3)':28s} {us['lesson (tiled T4 ns3)']:7.1f} us", flush=True)
-        with open(args.out, "w") as f:
+        with open(out_path, "w") as f:
             json.dump(res, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "explore_quant_tma.json"))
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    time_m1(variants(), args.out, args.rounds)
 
 
 if __name__ == "__main__":

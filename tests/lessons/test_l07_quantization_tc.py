@@ -259,3 +259,16 @@ def test_gpu_tc_wide_and_tiled_large_shapes():
         assert _counters_are_zero(y.device)
         for block in (128, 256):
             assert torch.equal(kernels.w4a16_tiled(x, kernels.tile_major(p, s, 128, block=block)), y)
+
+
+@pytest.mark.parametrize("groups,split,want", [(64, 8, (8, 8)), (64, 10, (10, 7)), (7, 3, (3, 3)), (5, 9, (5, 1)),
+                                               (64, 0, (1, 64)), (3, 2, (2, 2)), (9, 4, (3, 3))])
+def test_split_groups_gives_every_program_a_group(groups, split, want):
+    """split-K: at most `split` programs a block of rows, whole groups each, none without one (9 groups in 4 would be
+    3+3+3+0: three programs)."""
+    got = kernels.split_groups(groups, split)
+    assert got == want
+    n, per = got
+    assert (n - 1) * per < groups <= n * per  # the last program has at least one group
+    assert kernels.tc_split({"SPLIT": split}, 64, groups, "cpu") == got
+    assert kernels.tc_split({"CTAS_PER_SM": 4}, 2, groups, "cpu") == kernels.split_groups(groups, 2)  # 1 SM off GPU

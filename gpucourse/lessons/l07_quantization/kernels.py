@@ -331,6 +331,22 @@ if triton is not None:
             return tl.dot(a, b, acc)
 
     @triton.jit
+    def _x_group(x_ptr, stride_xm, k0, rk, rm, M):
+        """x's four B tiles for the group starting at column k0 (B_J of _x_pairs, J = 0..3)."""
+        return (_x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 0), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 1),
+                _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 2), _x_pairs(x_ptr, stride_xm, k0, rk, rm, M, 3))
+
+    @triton.jit
+    def _group_dot(ud, b0, b1, b2, b3, ASM: tl.constexpr, INTERPRETED: tl.constexpr):
+        """One group's float32 partial (BLOCK_N, MX): the duplicated words ud (see _int4_pairs) against x's tiles,
+        four dots, one a nibble pair j = 0..3."""
+        part = _tc_dot(_int4_pairs(ud, 0, ASM), b0, tl.zeros((ud.shape[0], b0.shape[1]), dtype=tl.float32),
+                       INTERPRETED)
+        part = _tc_dot(_int4_pairs(ud, 1, ASM), b1, part, INTERPRETED)
+        part = _tc_dot(_int4_pairs(ud, 2, ASM), b2, part, INTERPRETED)
+        return _tc_dot(_int4_pairs(ud, 3, ASM), b3, part, INTERPRETED)
+
+    @triton.jit
     def _split_k_store(acc, part_ptr, cnt_ptr, out_ptr, pid_n, pid_k, rn, rm, mm, N, stride_om, SPLIT):
         """Write a program's float32 tile ``acc`` (rows ``rn`` of out^T, columns ``rm``; ``mm`` its mask) into out.
         With SPLIT > 1 programs per tile (split-K): store it as partial ``pid_k`` of part_ptr (SPLIT, C, N), then
@@ -388,10 +404,7 @@ if triton is not None:
         g1 = tl.minimum(g0 + GPS, n_groups)
         # x's tiles for the next group are loaded into registers during this one's dots: Triton does not pipeline
         # these 2-byte gathers (the words and scales it does, through shared memory: NSTAGE)
-        b0 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 0)
-        b1 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 1)
-        b2 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 2)
-        b3 = _x_pairs(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left, 3)
+        b0, b1, b2, b3 = _x_group(x_blk, stride_xm, g0 * GROUP, rk, rm, m_left)
         for g in tl.range(g0, g1, num_stages=NSTAGE):
             if TILED:
                 u = tl.load(w_tile + g * (TB * WPG))
@@ -401,15 +414,8 @@ if triton is not None:
                 s = tl.load(s_rows + g, mask=n_ok, other=0.0)
             ud = tl.reshape(tl.join(u, u), (BLOCK_N, KP))
             kn = tl.minimum(g + 1, g1 - 1) * GROUP  # the last step reloads its own group: in bounds, unused
-            c0 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 0)
-            c1 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 1)
-            c2 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 2)
-            c3 = _x_pairs(x_blk, stride_xm, kn, rk, rm, m_left, 3)
-            part = _tc_dot(_int4_pairs(ud, 0, ASM), b0, tl.zeros((BLOCK_N, MX), dtype=tl.float32), INTERPRETED)
-            part = _tc_dot(_int4_pairs(ud, 1, ASM), b1, part, INTERPRETED)
-            part = _tc_dot(_int4_pairs(ud, 2, ASM), b2, part, INTERPRETED)
-            part = _tc_dot(_int4_pairs(ud, 3, ASM), b3, part, INTERPRETED)
-            acc += part * s[:, None]
+            c0, c1, c2, c3 = _x_group(x_blk, stride_xm, kn, rk, rm, m_left)
+            acc += _group_dot(ud, b0, b1, b2, b3, ASM, INTERPRETED) * s[:, None]
             b0, b1, b2, b3 = c0, c1, c2, c3
         _split_k_store(acc, part_ptr + pid_m * SPLIT * MX * N, cnt_ptr + pid_m * tl.num_programs(0),
                        out_ptr + pid_m * MX * stride_om, pid_n, pid_k, rn, rm,
@@ -552,6 +558,23 @@ def tc_config(m: int, **config) -> dict:
     return c
 
 
+def split_groups(groups: int, split: int) -> tuple:
+    """``(split, per_split)``: at most ``split`` programs share a block of rows (split-K), each over ``per_split``
+    whole groups, and none is left without a group (so ``split`` can come back smaller)."""
+    split = max(1, min(split, groups))
+    per = -(-groups // split)
+    return -(-groups // per), per
+
+
+def tc_split(config: dict, tiles: int, groups: int, device) -> tuple:
+    """The tc path's ``(split, groups per split)`` for ``tiles`` blocks of rows (times blocks of x's rows):
+    ``config["SPLIT"]``, or else ``CTAS_PER_SM`` programs for each SM of ``device`` (1 SM off the GPU)."""
+    if "SPLIT" in config:
+        return split_groups(groups, config["SPLIT"])
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if torch.device(device).type == "cuda" else 1
+    return split_groups(groups, round(config["CTAS_PER_SM"] * sms / tiles))
+
+
 class TiledInt4:
     """int4 weights re-laid for the tc kernel (:func:`tile_major`): ``words`` int32, blocks of ``block`` rows (N
     padded with zero rows to a whole block), each block's groups one after another, a group's (block, words) tile
@@ -608,16 +631,8 @@ def w4a16_tc(x, words, scales, group_size: int, out, tiled: TiledInt4 = None, **
     mx, bn = c["MX"], c["BLOCK_N"]
     if tiled is not None and tiled.block % bn:
         raise ValueError(f"BLOCK_N {bn} must divide the tile-major block {tiled.block}")
-    groups = k // group_size
     tiles, mblocks = triton.cdiv(n, bn), triton.cdiv(m, mx)
-    if "SPLIT" in c:
-        split = c["SPLIT"]
-    else:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.device.type == "cuda" else 1
-        split = round(c["CTAS_PER_SM"] * sms / (tiles * mblocks))
-    split = max(1, min(split, groups))
-    gps = triton.cdiv(groups, split)
-    split = triton.cdiv(groups, gps)  # no split without a group
+    split, gps = tc_split(c, tiles * mblocks, k // group_size, x.device)
     part = torch.empty(mblocks, split, mx, n, dtype=torch.float32, device=x.device) if split > 1 else out
     w4a16_tc_kernel[(tiles, split, mblocks)](
         x, words, scales, part, _tile_counters(x.device, tiles * mblocks), out, m, n, kw, x.stride(0), stride_wn,

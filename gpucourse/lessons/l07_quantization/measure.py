@@ -107,8 +107,8 @@ def lesson_int4(x, packed, scales, group_size: int):
     """The lesson's int4 GEMV as a model would run it: where it takes the tc path (an H100: bf16 x, groups of 64 or
     more; :func:`kernels.w4a16_path`) the weights are made tile-major (:func:`kernels.tile_major`) on the first call
     for each weight and kept, as a model loader would do once, then :func:`kernels.w4a16_tiled`; elsewhere
-    :func:`kernels.w4a16_gemv` as it is. The cache holds the last 8 weights (and keeps them alive); a weight changed
-    in place is laid out again (its version counter)."""
+    :func:`kernels.w4a16_gemv` as it is. The cache holds the 8 weights laid out most recently (and keeps them
+    alive); a weight changed in place is laid out again (its version counter)."""
     if kernels.w4a16_path(x, group_size) != "tc":
         return kernels.w4a16_gemv(x, packed, scales, group_size)
     key = (id(packed), id(scales), group_size)
