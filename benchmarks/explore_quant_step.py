@@ -13,9 +13,10 @@ dots each waited for, and the scale. Two variants, as copies of the lesson kerne
 
 M = 1, interleaved rounds, L2 flushed by a read, bf16 cuBLAS in the same rounds.
 
-H100 run (results/h100-explore-quant-step.json): both lose. The copy of the lesson kernel without its x prefetch
-(x's tiles for the next group loaded during this group's dots) is already 11-15% slower than the lesson's; two
-groups a step is slower again, and duplicated loads take 2.4 to 3.2 times as long as that copy.
+H100 runs (results/h100-explore-quant-step.json; -step2.json after the script took the lesson's group helpers):
+both lose. The copy of the lesson kernel without its x prefetch (x's tiles for the next group loaded during this
+group's dots) is already 11-15% (6-10% in the second run) slower than the lesson's; two groups a step is slower
+again, and duplicated loads take 2.4 to 3.2 times as long as that copy.
 
     python3 benchmarks/explore_quant_step.py   (writes $OUT/explore_quant_step.json)
 """
