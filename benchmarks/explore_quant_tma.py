@@ -13,10 +13,9 @@ more in flight, timed here against the lesson's configuration:
 
 M = 1, interleaved rounds, L2 flushed by a read, bf16 cuBLAS in the same rounds.
 
-H100 run (results/h100-explore-quant-tma.json; -tma2.json, the lesson and TMA lines again after the script took
-the lesson's group helpers: 20.0 and 20.6 µs at 8192 x 8192): none was faster than the lesson's configuration by more than
+H100 run (results/h100-explore-quant-tma.json): none was faster than the lesson's configuration by more than
 0.1 µs on any of the four shapes (8192 x 8192: lesson 20.2 µs, TMA with 3 stages 20.9, one full wave of programs
-21.2, 4 stages 21.4).
+21.2, 4 stages 21.4). Again after the script took the lesson's group helpers (-tma2.json): lesson 20.0, TMA 20.6.
 
     python3 benchmarks/explore_quant_tma.py   (writes $OUT/explore_quant_tma.json)
 """
