@@ -367,21 +367,23 @@ def tc_prepare(x, n, split_tiles):
     return xt, xs, cnt
 
 
-def w4_tc(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, asm=None):
-    """x (M <= 16, K) bf16 @ dequant(packed, scales, group 128).T -> (M, N) bf16."""
+def _launch_setup(x, packed, steps, split, block_n):
+    """What every wrapper below needs: (m, n, words, split, steps per split, tiles, out, part)."""
     m, k = x.shape
     n = packed.shape[0]
     assert m <= MX and k % 128 == 0
-    words = packed.view(torch.int32)
-    kw = words.shape[1]
-    groups = k // 128
-    split, gps = split_groups(groups, split)
-    tiles = triton.cdiv(n, block_n)
-    xt, xs, cnt = tc_prepare(x, n, tiles)
+    split, per = split_groups(steps, split)
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     part = torch.empty(split, MX, n, dtype=torch.float32, device=x.device) if split > 1 else out
-    if asm is None:
-        asm = not INTERPRETED
+    return m, n, packed.view(torch.int32), split, per, triton.cdiv(n, block_n), out, part
+
+
+def w4_tc(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, asm=None):
+    """x (M <= 16, K) bf16 @ dequant(packed, scales, group 128).T -> (M, N) bf16."""
+    m, n, words, split, gps, tiles, out, part = _launch_setup(x, packed, x.shape[1] // 128, split, block_n)
+    kw = words.shape[1]
+    xt, xs, cnt = tc_prepare(x, n, tiles)
+    asm = not INTERPRETED if asm is None else asm
     tc_kernel[(tiles, split)](xt, xs, words, scales, part, cnt, out, m, n, kw, words.stride(0), scales.stride(0),
                               out.stride(0), gps, split, BLOCK_N=block_n, MX=MX, ASM=asm, NSTAGE=nstage,
                               F32DOT=INTERPRETED, num_warps=warps)
@@ -390,22 +392,14 @@ def w4_tc(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, asm=None):
 
 def w4_tc_gpd(x, packed, scales, block_n=64, gpd=None, split=8, warps=4, nstage=3, asm=None):
     """The GPD-groups-a-dot variant; gpd defaults to 16 // MP (MP: M rounded up to a power of two)."""
-    m, k = x.shape
-    n = packed.shape[0]
-    assert m <= MX and k % 128 == 0
-    mp = triton.next_power_of_2(m)
+    mp = triton.next_power_of_2(x.shape[0])
     gpd = gpd or 16 // mp
     assert gpd * mp <= 16
-    words = packed.view(torch.int32)
+    steps = triton.cdiv(x.shape[1] // 128, gpd)
+    m, n, words, split, sps, tiles, out, part = _launch_setup(x, packed, steps, split, block_n)
     kw = words.shape[1]
-    steps = triton.cdiv(k // 128, gpd)
-    split, sps = split_groups(steps, split)
-    tiles = triton.cdiv(n, block_n)
     xt, xs, cnt = tc_prepare(x, n, tiles)
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    part = torch.empty(split, MX, n, dtype=torch.float32, device=x.device) if split > 1 else out
-    if asm is None:
-        asm = not INTERPRETED
+    asm = not INTERPRETED if asm is None else asm
     tc_gpd_kernel[(tiles, split)](xt, xs, words, scales, part, cnt, out, m, n, kw, words.stride(0),
                                   scales.stride(0), out.stride(0), sps, split, BLOCK_N=block_n,
                                   MP=mp, GPD=gpd, ASM=asm, NSTAGE=nstage, F32DOT=INTERPRETED, num_warps=warps)
@@ -413,19 +407,10 @@ def w4_tc_gpd(x, packed, scales, block_n=64, gpd=None, split=8, warps=4, nstage=
 
 
 def w4_tc_pair(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, dup=0, asm=None):
-    m, k = x.shape
-    n = packed.shape[0]
-    assert m <= MX and k % 128 == 0
-    words = packed.view(torch.int32)
+    m, n, words, split, gps, tiles, out, part = _launch_setup(x, packed, x.shape[1] // 128, split, block_n)
     kw = words.shape[1]
-    groups = k // 128
-    split, gps = split_groups(groups, split)
-    tiles = triton.cdiv(n, block_n)
     xt, xs, cnt = tc_prepare(x, n, tiles)
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    part = torch.empty(split, MX, n, dtype=torch.float32, device=x.device) if split > 1 else out
-    if asm is None:
-        asm = not INTERPRETED
+    asm = not INTERPRETED if asm is None else asm
     tc_pair_kernel[(tiles, split)](xt, xs, words, scales, part, cnt, out, m, n, kw, words.stride(0),
                                    scales.stride(0), out.stride(0), gps, split, BLOCK_N=block_n,
                                    MX=MX, ASM=asm, NSTAGE=nstage, DUP=dup, F32DOT=INTERPRETED, num_warps=warps)
@@ -433,20 +418,11 @@ def w4_tc_pair(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, dup=0
 
 
 def w4_tc_fused(x, packed, scales, block_n=128, split=8, warps=4, nstage=3, xpf=True, asm=None):
-    m, k = x.shape
-    n = packed.shape[0]
-    assert m <= MX and k % 128 == 0
     x = x.contiguous()
-    words = packed.view(torch.int32)
+    m, n, words, split, gps, tiles, out, part = _launch_setup(x, packed, x.shape[1] // 128, split, block_n)
     kw = words.shape[1]
-    groups = k // 128
-    split, gps = split_groups(groups, split)
-    tiles = triton.cdiv(n, block_n)
     cnt = counters(x.device, tiles)
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    part = torch.empty(split, MX, n, dtype=torch.float32, device=x.device) if split > 1 else out
-    if asm is None:
-        asm = not INTERPRETED
+    asm = not INTERPRETED if asm is None else asm
     tc_fused_kernel[(tiles, split)](x, words, scales, part, cnt, out, m, n, kw, x.stride(0), words.stride(0),
                                     scales.stride(0), out.stride(0), gps, split,
                                     BLOCK_N=block_n, MX=MX, ASM=asm, NSTAGE=nstage, XPF=xpf,
