@@ -8,6 +8,11 @@ torch.distributed collective (the functions of ``torch.distributed`` and of ``di
 c10d operation that reaches the process group (a collective called on the group object itself included): only
 ``send`` and ``recv`` may. It counts the elements each rank sends, so a function that ships whole tensors instead of
 chunks is told it is not a ring. A deadlock (every rank waiting in ``recv``) ends at the judge's deadline.
+
+The deadline covers the learner's calls alone. Starting the ranks (fork, joining the group, the first operation under
+the dispatch mode, which imports ``torch._dynamo``) has a budget of its own, ``STARTUP_S``: on a busy 2-core machine
+it took 2.7-6.2 s per case, which once made a right ring miss a 10 s deadline that counted it. Each rank says "ready"
+once it is set up, and the deadline starts when the last one has.
 """
 from __future__ import annotations
 
@@ -46,7 +51,8 @@ a blocking `recv` (or in a `send` its neighbour is not yet receiving), they wait
 post each step's send and receive together with `dist.batch_isend_irecv`: one after the other they queue in order.)
 """
 
-DEADLINE_S = 10.0
+DEADLINE_S = 10.0  # the learner's calls on every rank, from the moment the last rank is ready
+STARTUP_S = 120.0  # forking and setting up every rank: generous, since a busy machine must not fail a right answer
 COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "reduce", "broadcast", "reduce_scatter", "reduce_scatter_tensor",
                "_reduce_scatter_base", "all_gather", "all_gather_into_tensor", "_all_gather_base",
                "all_gather_coalesced",
@@ -107,6 +113,10 @@ def _child(fn, rank: int, world: int, store_path: str, tensors: list, conn, log_
             for module in (dist, c10d):
                 _forbid(module, name, calls)
         watch = _Watch()
+        with watch:  # the first operation under a dispatch mode imports torch._dynamo: done before the clock starts
+            torch.zeros(1).add_(1)
+        watch.sent, watch.collectives = 0, []
+        conn.send(("ready", rank))
         results = []
         for t in tensors:
             mine = t.clone()
@@ -138,8 +148,18 @@ def ring_limit(n: int, world: int) -> int:
     return 2 * (world - 1) * math.ceil(n / world)
 
 
-def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S) -> dict:
-    """Run ``fn`` on ``world`` forked gloo ranks; returns {"status": "ok"|"timeout"|"raised"|"collective", ...}."""
+def _warm_up() -> None:
+    """What every forked rank would otherwise import on its first operation under the watch, done once here (the
+    children inherit it)."""
+    with _Watch():
+        torch.zeros(1).add_(1)
+
+
+def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S, startup_s: float = STARTUP_S) -> dict:
+    """Run ``fn`` on ``world`` forked gloo ranks; returns {"status": "ok"|"timeout"|"slow_start"|"died"|"raised"|
+    "collective", ...}. ``startup_s`` bounds the ranks' set-up, ``deadline_s`` the calls after the last rank is
+    ready."""
+    _warm_up()
     ctx = multiprocessing.get_context("fork")
     tmp = tempfile.mkdtemp(prefix="ring_judge_")
     store = os.path.join(tmp, "store")
@@ -153,19 +173,32 @@ def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S) -> d
             send_end.close()
             procs.append(p)
             pipes.append(recv_end)
-        replies, end = {}, time.monotonic() + deadline_s
+        ready, replies = set(), {}
+        t_start = time.monotonic()
+        end = t_start + startup_s
         while len(replies) < world and time.monotonic() < end:
             for r, pipe in enumerate(pipes):
                 if r not in replies and pipe.poll(0.02):
                     try:
-                        replies[r] = pipe.recv()
+                        msg = pipe.recv()
                     except EOFError:
                         procs[r].join(5)
                         return {"status": "died", "rank": r, "exitcode": procs[r].exitcode,
                                 "log": _tail(os.path.join(tmp, f"rank{r}.log"))}
-                    if replies[r][0] in ("raised", "collective"):
-                        return _first_bad(replies[r])
+                    if not isinstance(msg, tuple) or not msg:
+                        return {"status": "died", "rank": r, "exitcode": None, "log": "a malformed message"}
+                    if msg[0] == "ready":
+                        ready.add(r)
+                        if len(ready) == world:  # the learner's clock starts now
+                            end = time.monotonic() + deadline_s
+                        continue
+                    replies[r] = msg
+                    if msg[0] in ("raised", "collective"):
+                        return _first_bad(msg)
         if len(replies) < world:
+            if len(ready) < world:
+                return {"status": "slow_start", "waiting": sorted(set(range(world)) - ready),
+                        "seconds": time.monotonic() - t_start}
             return {"status": "timeout", "waiting": sorted(set(range(world)) - set(replies))}
         return {"status": "ok", "results": [[torch.from_numpy(a) for a in replies[r][2]] for r in range(world)],
                 "collectives": [replies[r][3] for r in range(world)], "sent": [replies[r][4] for r in range(world)]}
@@ -203,11 +236,16 @@ def judge(fn, params: dict, seed: int) -> list:
     with trapped(ring.ring_all_reduce):
         got = run_ranks(fn, world, inputs)
     if got["status"] == "timeout":  # the verdict is "timeout", with this message
-        raise JudgeTimeout(f"timed out after {DEADLINE_S:.0f} s with {world} ranks (ranks {got['waiting']} never "
-                           f"returned): a deadlock? The send/recv order may deadlock: if every rank first waits in a "
+        raise JudgeTimeout(f"timed out: {DEADLINE_S:.0f} s after all {world} ranks had started, ranks {got['waiting']} "
+                           f"had not returned, for tensors of a few thousand elements that a ring sums in "
+                           f"milliseconds. The send/recv order may deadlock: if every rank first waits in a "
                            f"blocking recv (or in a send that its neighbour is not receiving yet), each waits for the "
                            f"other forever. Post the send with dist.isend before the recv (and wait for it after), or "
                            f"order them by rank parity")
+    if got["status"] == "slow_start":  # not the submission's doing: nothing of it has run yet
+        raise RuntimeError(f"the machine is too busy: ranks {got['waiting']} of {world} were not set up after "
+                           f"{got['seconds']:.0f} s, before your function was called. Grade again on a quieter "
+                           f"machine (or with fewer --jobs)")
     if got["status"] == "died":
         return [f"rank {got['rank']} of {world} died (exit code {got['exitcode']}) inside your function: "
                 f"{got['log'] or 'no message'}. Gloo aborts a process whose receive does not match the message "
