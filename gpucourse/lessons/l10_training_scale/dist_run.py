@@ -68,6 +68,28 @@ def timed(fn, dev, reps: int, warmup: int = 2) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def timed_rounds(fns: dict, dev, reps: int, warmup: int = 3) -> dict:
+    """Median seconds of each of ``fns`` ({name: fn}), timed in interleaved rounds (one call of each per round, in
+    turn), so that whatever drifts during the run (clocks, temperature, a neighbour's load) falls on all of them alike.
+    Each call's time is the slowest rank's, as in :func:`timed`."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    sync(dev)
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            dist.barrier()
+            sync(dev)
+            t0 = time.perf_counter()
+            fn()
+            sync(dev)
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=dev)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            times[name].append(float(t))
+    return {name: sorted(ts)[len(ts) // 2] for name, ts in times.items()}
+
+
 def task_comm(rank, world, dev, backend, args) -> dict:
     gpu = backend == "nccl"
     sizes = [1 << k for k in (range(10, 31, 2) if gpu else range(10, 23, 2))]  # bytes: 1 KiB .. 1 GiB (4 MiB CPU)
@@ -84,11 +106,15 @@ def task_comm(rank, world, dev, backend, args) -> dict:
         dist.all_reduce(a)
         ring.ring_all_reduce(b)
         out["ring_check"].append({"n": n, "max_abs_diff": float((a - b).abs().max())})
+        c = mine.clone()
+        ring.bidirectional_ring_all_reduce(c)
+        out["ring_check"][-1]["bidirectional_max_abs_diff"] = float((a - c).abs().max())
     ring_bytes = 256 * MB if gpu else 4 * MB
     x = torch.ones(ring_bytes // 4, device=dev)
-    out["ring_vs_all_reduce"] = {"bytes": ring_bytes,
-                                 "ring_s": timed(lambda: ring.ring_all_reduce(x), dev, reps=5 if gpu else 3),
-                                 "all_reduce_s": timed(lambda: dist.all_reduce(x), dev, reps=5 if gpu else 3)}
+    t = timed_rounds({"ring_s": lambda: ring.ring_all_reduce(x),
+                      "bidirectional_ring_s": lambda: ring.bidirectional_ring_all_reduce(x),
+                      "all_reduce_s": lambda: dist.all_reduce(x)}, dev, reps=20 if gpu else 3)
+    out["ring_vs_all_reduce"] = {"bytes": ring_bytes, **t}
     return out
 
 
@@ -128,9 +154,35 @@ def _timeline(prof, dev) -> list:
     return [(lane, name, start - t0, dur) for lane, name, start, dur in rows]
 
 
-def task_ddp(rank, world, dev, backend, args) -> dict:
+# DDP's settings the lesson times: its defaults, and with each bucket of gradients a view of the .grad tensors (no copy
+# into the bucket before the all-reduce, nor back after it) and the graph declared static (the buckets' order is fixed
+# after the first step). LESSON_DDP is what the lesson reports; the others are timed beside it on GPUs.
+DDP_VARIANTS = {"default": {}, "bucket_view": {"gradient_as_bucket_view": True},
+                "bucket_view+static_graph": {"gradient_as_bucket_view": True, "static_graph": True}}
+LESSON_DDP = "bucket_view+static_graph"
+
+
+def _ddp(model, dev, **kw):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    return DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None, **kw)
+
+
+def _profile_fwd_bwd(net, x, y, cfg, dev) -> list:
+    """The timeline (see :func:`_timeline`) of one forward and backward, after a full step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    sync(dev)
+    with profile(activities=acts) as prof:
+        with M.autocast(cfg, dev):
+            loss = ((net(x) - y) ** 2).mean()
+        M.backward(net, loss)
+        sync(dev)
+    return _timeline(prof, dev)
+
+
+def task_ddp(rank, world, dev, backend, args) -> dict:
     cfg = _cfg(backend, args.precision)
     out = {"config": cfg}
     # Same gradients: DDP on a 1/N share of the batch per rank against one process on the whole batch (float64 on
@@ -140,7 +192,7 @@ def task_ddp(rank, world, dev, backend, args) -> dict:
     ref, _, xs, ys = M.make(dict(small, batch=small["batch"] * world), dev, seed=7)
     ref = ref.to(dtype)
     xs, ys = xs.to(dtype), ys.to(dtype)
-    net = DDP(M.Model(small).to(dev).to(dtype), device_ids=[dev.index] if dev.type == "cuda" else None)
+    net = _ddp(M.Model(small).to(dev).to(dtype), dev, **DDP_VARIANTS[LESSON_DDP])
     net.module.load_state_dict(ref.state_dict())
     ((ref(xs) - ys) ** 2).mean().backward()
     share = slice(rank * small["batch"], (rank + 1) * small["batch"])
@@ -149,34 +201,35 @@ def task_ddp(rank, world, dev, backend, args) -> dict:
                                                                                ref.parameters()))
     out["grad_rel_diff_vs_one_process"] = worst
     out["ddp_bucket_cap_mb"] = 25
-    # Weak scaling: each rank a full batch of cfg["batch"]; one process alone does the same per-rank work.
-    model, opt, x, y = M.make(cfg, dev, seed=rank)
-    reps = 10 if backend == "nccl" else 3
-    if rank == 0:
-        alone = timed_local(lambda: _step(model, opt, x, y, cfg), dev, reps)
-    dist.barrier()
-    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
-    t_ddp = timed(lambda: _step(ddp, opt, x, y, cfg), dev, reps=reps)
-    if rank == 0:
-        out["alone_s"], out["ddp_s"] = alone, t_ddp
-        out["weak_scaling_efficiency"] = alone / t_ddp
-    from torch.profiler import ProfilerActivity, profile
-
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    _step(ddp, opt, x, y, cfg)
-    sync(dev)
-    with profile(activities=acts) as prof:
-        with M.autocast(cfg, dev):
-            loss = ((ddp(x) - y) ** 2).mean()
-        M.backward(ddp, loss)
-        sync(dev)
-    out["timeline"] = _timeline(prof, dev)
+    out["ddp_variant"], out["ddp_variants"] = LESSON_DDP, DDP_VARIANTS
+    del net, ref
+    # Weak scaling: each rank a full batch of cfg["batch"]. "alone" is the same step without DDP, run on every rank
+    # at once (the same per-rank work, the same machine state); the DDP variants each wrap a copy of the model. All
+    # are timed in interleaved rounds.
+    variants = DDP_VARIANTS if backend == "nccl" else {k: DDP_VARIANTS[k] for k in ("default", LESSON_DDP)}
+    alone, alone_opt, x, y = M.make(cfg, dev, seed=rank)
+    nets = {}
+    for name, kw in variants.items():
+        model, _, _, _ = M.make(cfg, dev, seed=rank)
+        ddp = _ddp(model, dev, **kw)
+        nets[name] = (ddp, torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=dev.type == "cuda"))
+    fns = {"alone": lambda: _step(alone, alone_opt, x, y, cfg)}
+    fns.update({name: (lambda n=n, o=o: _step(n, o, x, y, cfg)) for name, (n, o) in nets.items()})
+    t = timed_rounds(fns, dev, reps=30 if backend == "nccl" else 3)
+    out["alone_s"], out["ddp_s"] = t["alone"], t[LESSON_DDP]
+    out["weak_scaling_efficiency"] = t["alone"] / t[LESSON_DDP]
+    out["variants_s"] = {name: t[name] for name in variants}
+    out["variants_efficiency"] = {name: t["alone"] / t[name] for name in variants}
+    lesson = nets[LESSON_DDP][0]
+    _step(lesson, nets[LESSON_DDP][1], x, y, cfg)
+    out["timeline"] = _profile_fwd_bwd(lesson, x, y, cfg, dev)
     if dev.type == "cuda":
+        out["timeline_alone"] = _profile_fwd_bwd(alone, x, y, cfg, dev)
+        out["timeline_default"] = _profile_fwd_bwd(nets["default"][0], x, y, cfg, dev)
         torch.cuda.reset_peak_memory_stats(dev)
-        _step(ddp, opt, x, y, cfg)
+        _step(lesson, nets[LESSON_DDP][1], x, y, cfg)
         sync(dev)
-        out["ddp_peak_bytes"] = torch.cuda.max_memory_allocated(dev)
+        out["ddp_peak_bytes"] = torch.cuda.max_memory_allocated(dev)  # (every variant's model is resident)
     return out
 
 
@@ -212,30 +265,72 @@ def _state_bytes(model, opt) -> dict:
                                       if isinstance(t, torch.Tensor) and t.dim() > 0)}
 
 
+FSDP_KINDS = ("ddp", "fsdp2", "fsdp2_tuned")
+
+
+def _fsdp2(model, cfg, tuned: bool):
+    """``fully_shard`` on each block, then on the model. ``tuned``: parameters all-gathered in bf16 (fp16) and
+    gradients reduce-scattered in float32 (``MixedPrecisionPolicy``: the same arithmetic as autocast over float32
+    weights, half the bytes gathered), each block's all-gather issued one block ahead in forward (backward prefetches
+    by default), and the last block kept gathered after forward, since backward starts with it."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    kw = {}
+    if tuned and cfg["precision"] in ("bf16", "fp16"):
+        low = torch.bfloat16 if cfg["precision"] == "bf16" else torch.float16
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    blocks = list(model.blocks)
+    for i, blk in enumerate(blocks):
+        fully_shard(blk, reshard_after_forward=not (tuned and i == len(blocks) - 1), **kw)
+    net = fully_shard(model, **kw)
+    if tuned:
+        for a, b in zip(blocks, blocks[1:]):
+            a.set_modules_to_forward_prefetch([b])
+    return net
+
+
+def _gpu_busy_s(net, opt, x, y, cfg, dev) -> float:
+    """Seconds during which at least one kernel ran on the GPU in one whole step (the union of the kernels'
+    intervals, every stream): set against the step's time, what is left is the GPU waiting for the host."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync(dev)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _step(net, opt, x, y, cfg)
+        sync(dev)
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if "CUDA" in str(getattr(e, "device_type", "")))
+    busy, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            busy += b - max(a, end)
+            end = b
+    return busy / 1e6
+
+
 def task_fsdp(rank, world, dev, backend, args) -> dict:
     """DDP against FSDP2, per rank: bytes of parameters, gradients and AdamW state held, and on a GPU the peak of a
-    step and its time; twice: the lesson's batch without checkpointing ("none"), and every block checkpointed with a
-    quarter of the batch per rank ("block": then the states, which FSDP2 shards, dominate the peak)."""
-    from torch.distributed.fsdp import fully_shard
-    from torch.nn.parallel import DistributedDataParallel as DDP
+    step, its time and the GPU's busy time in it. Two configurations: "activations", the lesson's batch without
+    checkpointing (activations dominate the peak), and "states", one sequence per rank with every block checkpointed
+    (parameters, gradients and AdamW's state dominate: what FSDP2 shards). Kinds: DDP as the lesson runs it,
+    ``fully_shard`` with its defaults, and tuned (:func:`_fsdp2`). Peaks are measured with one model resident at a
+    time; the step times in interleaved rounds with all three resident."""
+    out = {"config": _cfg(backend, args.precision), "kinds": FSDP_KINDS}
+    gpu = dev.type == "cuda"
 
-    out = {"config": _cfg(backend, args.precision)}
-    reps = 10 if backend == "nccl" else 3
-    for ckpt in ("none", "block"):
-        cfg = dict(_cfg(backend, args.precision), checkpoint=ckpt)
-        if ckpt == "block":
-            cfg["batch"] = max(1, cfg["batch"] // 4)
-        out[f"{ckpt}_config"] = cfg
-        out[ckpt] = {}
-        for kind in ("ddp", "fsdp2"):
-            model, _, x, y = M.make(cfg, dev, seed=rank)
-            if kind == "ddp":
-                net = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-            else:
-                for blk in model.blocks:
-                    fully_shard(blk)
-                net = fully_shard(model)
-            opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=dev.type == "cuda" or kind == "ddp")
+    def build(kind, cfg):
+        model, _, x, y = M.make(cfg, dev, seed=rank)
+        net = _ddp(model, dev, **DDP_VARIANTS[LESSON_DDP]) if kind == "ddp" else _fsdp2(model, cfg, kind != "fsdp2")
+        return net, torch.optim.AdamW(net.parameters(), lr=1e-4, fused=gpu or kind == "ddp"), x, y
+
+    for regime in ("activations", "states"):
+        cfg = dict(_cfg(backend, args.precision))
+        if regime == "states":
+            cfg.update(batch=1, checkpoint="block")
+        out[f"{regime}_config"] = cfg
+        out[regime] = {}
+        for kind in FSDP_KINDS:  # memory, one model at a time
+            net, opt, x, y = build(kind, cfg)
             with M.autocast(cfg, dev):
                 loss = ((net(x) - y) ** 2).mean()
             M.backward(net, loss)
@@ -244,17 +339,26 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
             held["optimizer"] = _state_bytes(net.module if kind == "ddp" else net, opt)["optimizer"]
             del loss
             res = {"held_bytes": held}
-            if dev.type == "cuda":
+            if gpu:
                 sync(dev)
                 torch.cuda.reset_peak_memory_stats(dev)
                 _step(net, opt, x, y, cfg)
                 sync(dev)
                 res["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
-            res["step_s"] = timed(lambda: _step(net, opt, x, y, cfg), dev, reps=reps)
-            out[ckpt][kind] = res
-            del net, model, opt, x, y
-            if dev.type == "cuda":
+            out[regime][kind] = res
+            del net, opt, x, y
+            if gpu:
                 torch.cuda.empty_cache()
+        built = {kind: build(kind, cfg) for kind in FSDP_KINDS}  # time, all resident, interleaved
+        fns = {kind: (lambda b=b: _step(b[0], b[1], b[2], b[3], cfg)) for kind, b in built.items()}
+        t = timed_rounds(fns, dev, reps=20 if backend == "nccl" else 2)
+        for kind, (net, opt, x, y) in built.items():
+            out[regime][kind]["step_s"] = t[kind]
+            if gpu:
+                out[regime][kind]["gpu_busy_s"] = _gpu_busy_s(net, opt, x, y, cfg, dev)
+        del built, fns
+        if gpu:
+            torch.cuda.empty_cache()
     return out
 
 

@@ -1,5 +1,6 @@
 """Starting the lesson's multi-process programs from a notebook (torchrun in a subprocess), and the recorded multi-GPU
-run (``benchmarks/results/*-multi-gpu10.json``, written by ``benchmarks/multi_gpu10.py`` on a machine with 2+ GPUs).
+runs (``benchmarks/results/*-x<N>-multi-gpu10.json``, written by ``python -m gpucourse.lessons.l10_training_scale.multi_gpu``
+on a machine with 2+ GPUs).
 """
 from __future__ import annotations
 
@@ -51,28 +52,36 @@ def torchrun(task: str, nproc: int = 2, args: tuple = (), timeout: float = 600, 
             return json.load(f)
 
 
-def recorded() -> dict | None:
-    """The newest committed multi-GPU run of this lesson (``benchmarks/results/*-multi-gpu10.json``), or None."""
-    paths = sorted(glob.glob(os.path.join(benchmarks.results_dir(), "*-multi-gpu10.json")))
-    if not paths:
-        return None
-    res = benchmarks.recorded(os.path.basename(paths[-1]))
-    res["file"] = "benchmarks/results/" + os.path.basename(paths[-1])
-    return res
+def recorded(world: int = 2) -> dict | None:
+    """The committed multi-GPU run of this lesson on ``world`` GPUs (``benchmarks/results/*-x<world>-multi-gpu10
+    .json``; the newest by its date where several GPUs' files exist), or None."""
+    runs = []
+    for path in glob.glob(os.path.join(benchmarks.results_dir(), f"*-x{world}-multi-gpu10.json")):
+        res = benchmarks.recorded(os.path.basename(path))
+        res["file"] = "benchmarks/results/" + os.path.basename(path)
+        runs.append(res)
+    return max(runs, key=lambda r: r.get("date", "")) if runs else None
 
 
-NONE_RECORDED = ("No multi-GPU run of this lesson is recorded yet (benchmarks/results/*-multi-gpu10.json is made by "
-                 "benchmarks/multi_gpu10.py on a machine with 2+ GPUs); the figures for this section will appear "
-                 "here once one is committed.")
+NONE_RECORDED = ("No multi-GPU run of this lesson is recorded yet (benchmarks/results/*-x2-multi-gpu10.json is made by "
+                 "`python -m gpucourse.lessons.l10_training_scale.multi_gpu` on a machine with 2+ GPUs); the figures "
+                 "for this section will appear here once one is committed.")
 
 
-def recorded_task(task: str) -> dict | None:
-    """One task's results from the recorded run, labelled with its machine, or None (and says so)."""
-    rec = recorded()
+def describe(rec: dict) -> str:
+    """Where a recorded run was made: GPUs, host, versions, date, file."""
+    host = rec.get("host_gpus", rec["world"])
+    of = f" of a {host}-GPU host" if host != rec["world"] else ""
+    return (f"Recorded on {rec['world']} GPUs{of} ({rec['device_name']}, torch {rec['torch']}, NCCL {rec.get('nccl', '')}, "
+            f"NCCL_NVLS_ENABLE=0; {rec['date']}; {rec['file']})")
+
+
+def recorded_task(task: str, world: int = 2) -> dict | None:
+    """One task's results from the recorded run on ``world`` GPUs, labelled with its machine, or None (and says
+    so)."""
+    rec = recorded(world)
     if rec is None or task not in rec.get("tasks", {}):
         print(NONE_RECORDED)
         return None
-    res = rec["tasks"][task]
-    print(f"Recorded on {rec['world']} GPUs ({rec['device_name']}, torch {rec['torch']}, NCCL, "
-          f"NCCL_NVLS_ENABLE=0; {rec['date']}; {rec['file']}):")
-    return res
+    print(describe(rec) + ":")
+    return rec["tasks"][task]

@@ -58,6 +58,52 @@ def ring_all_reduce(tensor: torch.Tensor, group=None) -> None:
         tensor.copy_(flat.view_as(tensor))
 
 
+def bidirectional_ring_all_reduce(tensor: torch.Tensor, group=None) -> None:
+    """The same sum with two rings at once, in opposite directions: the first half of the tensor goes round to the
+    right, the second half to the left, each step's four transfers posted as one group. Each rank sends as much as
+    with one ring, but to two peers instead of one. NCCL runs several rings at once for the same reason: with
+    NVSwitch, the transfers to one peer do not use every link a GPU has (the recorded run measures both). Tensors
+    of fewer than 2 N elements take the one ring."""
+    group = group if group is not None else dist.group.WORLD
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    flat = tensor.reshape(-1) if tensor.is_contiguous() else tensor.contiguous().reshape(-1)
+    if world == 1:
+        return
+    if flat.numel() < 2 * world:
+        ring_all_reduce(tensor, group)
+        return
+    ranks = dist.get_process_group_ranks(group)
+    half = flat.numel() // 2
+    # (position in the ring, peer to send to, peer to receive from, chunks): to the right, then to the left.
+    rings = []
+    for part, pos, to, frm in ((flat[:half], rank, rank + 1, rank - 1), (flat[half:], -rank, rank - 1, rank + 1)):
+        b = chunk_bounds(part.numel(), world)
+        rings.append((pos % world, ranks[to % world], ranks[frm % world],
+                      [part[b[i]:b[i + 1]] for i in range(world)]))
+    scratch = [torch.empty(max(c.numel() for c in ch), dtype=flat.dtype, device=flat.device) for *_, ch in rings]
+
+    def exchange(pairs) -> None:  # [(tensor to send, peer), (tensor to receive into, peer)] for both rings
+        ops = []
+        for (send, to), (into, frm) in pairs:
+            if send.numel():
+                ops.append(dist.P2POp(dist.isend, send, to, group))
+            if into.numel():
+                ops.append(dist.P2POp(dist.irecv, into, frm, group))
+        for req in dist.batch_isend_irecv(ops) if ops else ():
+            req.wait()
+
+    for step in range(world - 1):  # reduce-scatter, both rings
+        got = [sc[:ch[(pos - step - 1) % world].numel()] for sc, (pos, _, _, ch) in zip(scratch, rings)]
+        exchange([((ch[(pos - step) % world], to), (g, frm)) for g, (pos, to, frm, ch) in zip(got, rings)])
+        for g, (pos, _, _, ch) in zip(got, rings):
+            ch[(pos - step - 1) % world].add_(g)
+    for step in range(world - 1):  # all-gather, both rings
+        exchange([((ch[(pos + 1 - step) % world], to), (ch[(pos - step) % world], frm))
+                  for pos, to, frm, ch in rings])
+    if flat.data_ptr() != tensor.data_ptr():
+        tensor.copy_(flat.view_as(tensor))
+
+
 def bus_bandwidth(nbytes: float, seconds: float, world: int) -> float:
     """NCCL's bus bandwidth of an all-reduce, GB/s: the algorithm bandwidth (bytes / time) times 2 (N - 1) / N, the
     fraction of the tensor each rank's link carries in a ring. It compares with the link's speed whatever N is."""
