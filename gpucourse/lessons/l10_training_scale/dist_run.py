@@ -115,6 +115,26 @@ def task_comm(rank, world, dev, backend, args) -> dict:
                       "bidirectional_ring_s": lambda: ring.bidirectional_ring_all_reduce(x),
                       "all_reduce_s": lambda: dist.all_reduce(x)}, dev, reps=20 if gpu else 3)
     out["ring_vs_all_reduce"] = {"bytes": ring_bytes, **t}
+    # The ring's floor: one of its 2 (N - 1) steps alone, the transfer of a 1/N chunk to one neighbour (and from the
+    # other), and the same bytes split between both neighbours (what two rings do), and the addition after it.
+    chunk = x[:x.numel() // world]
+    into = torch.empty_like(chunk)
+    half = chunk.numel() // 2
+    right, left = (rank + 1) % world, (rank - 1) % world
+
+    def one_way():
+        for req in dist.batch_isend_irecv([dist.P2POp(dist.isend, chunk, right), dist.P2POp(dist.irecv, into, left)]):
+            req.wait()
+
+    def both_ways():
+        ops = [dist.P2POp(dist.isend, chunk[:half], right), dist.P2POp(dist.irecv, into[:half], left),
+               dist.P2POp(dist.isend, chunk[half:], left), dist.P2POp(dist.irecv, into[half:], right)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+
+    out["ring_step"] = {"chunk_bytes": chunk.numel() * chunk.element_size(),
+                        **timed_rounds({"one_neighbour_s": one_way, "two_neighbours_s": both_ways,
+                                        "add_s": lambda: chunk.add_(into)}, dev, reps=20 if gpu else 3)}
     return out
 
 
@@ -219,6 +239,9 @@ def task_ddp(rank, world, dev, backend, args) -> dict:
     out["alone_s"], out["ddp_s"] = t["alone"], t[LESSON_DDP]
     out["weak_scaling_efficiency"] = t["alone"] / t[LESSON_DDP]
     out["variants_s"] = {name: t[name] for name in variants}
+    if dev.type == "cuda":  # how long the host takes to issue a step (near the step's time: the host limits it)
+        out["host_s"] = {"alone": _host_s(alone, alone_opt, x, y, cfg, dev),
+                         LESSON_DDP: _host_s(*nets[LESSON_DDP], x, y, cfg, dev)}
     out["variants_efficiency"] = {name: t["alone"] / t[name] for name in variants}
     lesson = nets[LESSON_DDP][0]
     _step(lesson, nets[LESSON_DDP][1], x, y, cfg)
@@ -265,7 +288,51 @@ def _state_bytes(model, opt) -> dict:
                                       if isinstance(t, torch.Tensor) and t.dim() > 0)}
 
 
-FSDP_KINDS = ("ddp", "fsdp2", "fsdp2_tuned")
+FSDP_KINDS = ("ddp", "fsdp2", "fsdp2_tuned", "fsdp2_two_units", "fsdp2_one_unit")
+FSDP_KINDS_CPU = ("ddp", "fsdp2", "fsdp2_tuned")
+
+
+def _fsdp2_units(model, cfg, groups: int):
+    """``fully_shard`` on ``groups`` groups of consecutive blocks (one all-gather and one reduce-scatter per group),
+    then on the model; bf16 (fp16) gathers and float32 reductions as in :func:`_fsdp2`. One group: the whole model
+    is one unit, gathered once per step and kept until backward ends (the states stay sharded)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    kw = {}
+    if cfg["precision"] in ("bf16", "fp16"):
+        low = torch.bfloat16 if cfg["precision"] == "bf16" else torch.float16
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    blocks = list(model.blocks)
+    if groups > 1:
+        size = -(-len(blocks) // groups)
+        for i in range(0, len(blocks), size):
+            fully_shard(blocks[i:i + size], reshard_after_forward=i + size < len(blocks), **kw)
+    return fully_shard(model, reshard_after_forward=groups > 1, **kw)
+
+
+def _host_s(net, opt, x, y, cfg, dev, reps: int = 5) -> float:
+    """Median seconds for the step's Python call to return (the host issuing its work, and any wait the host does
+    inside it), the device synchronized before and after each: near the step's time, the host is what limits it."""
+    times = []
+    for _ in range(reps):
+        sync(dev)
+        t0 = time.perf_counter()
+        _step(net, opt, x, y, cfg)
+        times.append(time.perf_counter() - t0)
+        sync(dev)
+    return sorted(times)[len(times) // 2]
+
+
+def _cpu_top(net, opt, x, y, cfg, dev, rows: int = 12) -> list:
+    """The host's busiest operations in one step (profiler, self CPU time): (name, calls, ms)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync(dev)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        _step(net, opt, x, y, cfg)
+        sync(dev)
+    ev = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:rows]
+    return [(e.key[:80], e.count, e.self_cpu_time_total / 1e3) for e in ev]
 
 
 def _fsdp2(model, cfg, tuned: bool):
@@ -289,47 +356,37 @@ def _fsdp2(model, cfg, tuned: bool):
     return net
 
 
-def _gpu_busy_s(net, opt, x, y, cfg, dev) -> float:
-    """Seconds during which at least one kernel ran on the GPU in one whole step (the union of the kernels'
-    intervals, every stream): set against the step's time, what is left is the GPU waiting for the host."""
-    from torch.profiler import ProfilerActivity, profile
-
-    sync(dev)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        _step(net, opt, x, y, cfg)
-        sync(dev)
-    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
-                   if "CUDA" in str(getattr(e, "device_type", "")))
-    busy, end = 0.0, float("-inf")
-    for a, b in spans:
-        if b > end:
-            busy += b - max(a, end)
-            end = b
-    return busy / 1e6
-
-
 def task_fsdp(rank, world, dev, backend, args) -> dict:
     """DDP against FSDP2, per rank: bytes of parameters, gradients and AdamW state held, and on a GPU the peak of a
     step, its time and the GPU's busy time in it. Two configurations: "activations", the lesson's batch without
     checkpointing (activations dominate the peak), and "states", one sequence per rank with every block checkpointed
-    (parameters, gradients and AdamW's state dominate: what FSDP2 shards). Kinds: DDP as the lesson runs it,
-    ``fully_shard`` with its defaults, and tuned (:func:`_fsdp2`). Peaks are measured with one model resident at a
-    time; the step times in interleaved rounds with all three resident."""
-    out = {"config": _cfg(backend, args.precision), "kinds": FSDP_KINDS}
+    (parameters, gradients and AdamW's state dominate: what FSDP2 shards); on GPUs also "states_wide", the same at
+    width 2048 (four times the parameters). Kinds: DDP as the lesson runs it, ``fully_shard`` per block with its
+    defaults, tuned (:func:`_fsdp2`), and on GPUs fewer units (:func:`_fsdp2_units`). Peaks are measured with one
+    model resident at a time; the step times in interleaved rounds with all of them resident."""
     gpu = dev.type == "cuda"
+    kinds = FSDP_KINDS if gpu else FSDP_KINDS_CPU
+    out = {"config": _cfg(backend, args.precision), "kinds": kinds}
 
     def build(kind, cfg):
         model, _, x, y = M.make(cfg, dev, seed=rank)
-        net = _ddp(model, dev, **DDP_VARIANTS[LESSON_DDP]) if kind == "ddp" else _fsdp2(model, cfg, kind != "fsdp2")
+        if kind == "ddp":
+            net = _ddp(model, dev, **DDP_VARIANTS[LESSON_DDP])
+        elif kind in ("fsdp2", "fsdp2_tuned"):
+            net = _fsdp2(model, cfg, kind == "fsdp2_tuned")
+        else:
+            net = _fsdp2_units(model, cfg, 2 if kind == "fsdp2_two_units" else 1)
         return net, torch.optim.AdamW(net.parameters(), lr=1e-4, fused=gpu or kind == "ddp"), x, y
 
-    for regime in ("activations", "states"):
+    for regime in ("activations", "states", "states_wide") if gpu else ("activations", "states"):
         cfg = dict(_cfg(backend, args.precision))
-        if regime == "states":
+        if regime.startswith("states"):
             cfg.update(batch=1, checkpoint="block")
+        if regime == "states_wide":
+            cfg.update(d=2 * cfg["d"], heads=2 * cfg["heads"])
         out[f"{regime}_config"] = cfg
         out[regime] = {}
-        for kind in FSDP_KINDS:  # memory, one model at a time
+        for kind in kinds:  # memory, one model at a time
             net, opt, x, y = build(kind, cfg)
             with M.autocast(cfg, dev):
                 loss = ((net(x) - y) ** 2).mean()
@@ -349,13 +406,15 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
             del net, opt, x, y
             if gpu:
                 torch.cuda.empty_cache()
-        built = {kind: build(kind, cfg) for kind in FSDP_KINDS}  # time, all resident, interleaved
+        built = {kind: build(kind, cfg) for kind in kinds}  # time, all resident, interleaved
         fns = {kind: (lambda b=b: _step(b[0], b[1], b[2], b[3], cfg)) for kind, b in built.items()}
         t = timed_rounds(fns, dev, reps=20 if backend == "nccl" else 2)
         for kind, (net, opt, x, y) in built.items():
             out[regime][kind]["step_s"] = t[kind]
             if gpu:
-                out[regime][kind]["gpu_busy_s"] = _gpu_busy_s(net, opt, x, y, cfg, dev)
+                out[regime][kind]["host_s"] = _host_s(net, opt, x, y, cfg, dev)
+                if regime == "activations" and kind in ("ddp", "fsdp2_tuned", "fsdp2_one_unit"):
+                    out[regime][kind]["cpu_top"] = _cpu_top(net, opt, x, y, cfg, dev)
         del built, fns
         if gpu:
             torch.cuda.empty_cache()
