@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from gpucourse.lessons.l10_training_scale import budget, launch, model, ring
+from gpucourse.lessons.l10_training_scale import budget, launch, model, report, ring
 from gpucourse.lessons.l10_training_scale.exercises import memory_budget as mb_ex
 from gpucourse.lessons.l10_training_scale.exercises import ring_all_reduce as ring_ex
 
@@ -161,3 +161,62 @@ def test_budget_modes_follow_the_gate(monkeypatch, capsys):
     assert capsys.readouterr().out == ""
     with pytest.raises(ValueError, match="low must be 'bf16' or 'fp16'"):
         bench.modes("fp8")
+
+
+# --- the multi-GPU run's pieces: two rings, the recorded files, the targets ---------------------------------------
+
+def _bidirectional(tensor, group):
+    ring.bidirectional_ring_all_reduce(tensor, group)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_two_rings_sum_like_one_and_send_no_more(world):
+    shapes = [(1,), (2 * world - 1,), (2 * world,), (1001,), (5, 7)]  # below 2N elements it takes the one ring
+    inputs = ring_ex.make_inputs({"world": world, "shapes": shapes}, seed=world)
+    got = ring_ex.run_ranks(_bidirectional, world, inputs)
+    assert got["status"] == "ok"
+    for i in range(len(shapes)):
+        want = sum(inputs[r][i].double() for r in range(world))
+        for r in range(world):
+            assert torch.allclose(got["results"][r][i].double(), want, rtol=1e-5, atol=1e-6), (i, r)
+    one = ring_ex.run_ranks(ring.ring_all_reduce, world, inputs)
+    assert all(abs(a - b) <= 2 * (world - 1) * len(shapes) for a, b in zip(got["sent"], one["sent"]))
+    assert got["collectives"] == [[]] * world
+
+
+def test_recorded_runs_by_gpu_count_and_their_targets(capsys):
+    from gpucourse.lessons.l10_training_scale import multi_gpu
+
+    assert launch.recorded(3) is None
+    for world in (2, 4):
+        rec = launch.recorded(world)
+        if rec is None:
+            continue
+        assert rec["world"] == world and rec["file"].endswith(f"-x{world}-multi-gpu10.json")
+        got = {t["name"]: t for t in multi_gpu.targets(rec["tasks"], world)}
+        ddp = next(t for n, t in got.items() if n.startswith("DDP weak-scaling"))
+        assert ddp["goal"] == (0.9 if world == 2 else 0.85)
+        assert ddp["value"] == pytest.approx(rec["tasks"]["ddp"]["alone_s"] / rec["tasks"]["ddp"]["ddp_s"])
+        assert ddp["met"] == (ddp["value"] >= ddp["goal"])
+        # The states each rank holds are the lesson's budget, divided by N where FSDP2 shards, to the byte.
+        fsdp = rec["tasks"]["fsdp"]
+        for regime in ("activations", "states"):
+            b = budget.predict(fsdp[regime + "_config"])
+            states = b["parameters"] + b["gradients"] + b["optimizer"]
+            for kind, r in fsdp[regime].items():
+                held = sum(r["held_bytes"].values())
+                assert held == pytest.approx(states if kind == "ddp" else states / world, rel=1e-3), (kind, regime)
+        report.fsdp_table(fsdp)
+        report.ddp_table(rec["tasks"]["ddp"])
+        report.comm_table(rec["tasks"]["comm"])
+    out = capsys.readouterr().out
+    assert "states pred" in out and "the ring's floor" in out and "host ms" in out
+
+
+def test_multi_gpu_refuses_without_enough_gpus(capsys):
+    from gpucourse.lessons.l10_training_scale import multi_gpu
+
+    if launch.gpus() >= 2:
+        pytest.skip("this machine has GPUs enough")
+    assert multi_gpu.main(["--nproc", "2"]) == 2
+    assert "needs 2 <= --nproc" in capsys.readouterr().err

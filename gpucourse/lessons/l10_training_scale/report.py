@@ -57,9 +57,59 @@ def comm_table(res: dict) -> dict:
         print(f"{size:>10}{t * 1e6:>12.1f}{ring.bus_bandwidth(s, t, world):>10.2f}{m * 1e6:>12.1f}")
     print(f"fit: t = {fit['alpha_s'] * 1e6:.1f} us + 2(N-1)/N * size / ({fit['beta_GBps']:.2f} GB/s)")
     rv = res["ring_vs_all_reduce"]
-    print(f"ring from sends vs dist.all_reduce at {rv['bytes'] / MiB:g} MiB: {rv['ring_s'] * 1e3:.2f} ms vs "
-          f"{rv['all_reduce_s'] * 1e3:.2f} ms ({rv['all_reduce_s'] / rv['ring_s']:.2f}x all_reduce's speed)")
+    for key, what in (("ring_s", "ring from sends"), ("bidirectional_ring_s", "two rings from sends")):
+        if key in rv:
+            print(f"{what} vs dist.all_reduce at {rv['bytes'] / MiB:g} MiB: {rv[key] * 1e3:.2f} ms vs "
+                  f"{rv['all_reduce_s'] * 1e3:.2f} ms ({rv['all_reduce_s'] / rv[key]:.2f}x all_reduce's speed)")
+    st = res.get("ring_step")
+    if st:  # the ring's floor: 2 (N - 1) steps, each a transfer and (in half of them) an addition
+        steps = 2 * (world - 1)
+        one = steps * st["one_neighbour_s"] + (world - 1) * st["add_s"]
+        two = steps * st["two_neighbours_s"] + (world - 1) * st["add_s"]
+        print(f"one step alone, {st['chunk_bytes'] / MiB:g} MiB: to one neighbour {st['one_neighbour_s'] * 1e3:.3f} ms "
+              f"({st['chunk_bytes'] / st['one_neighbour_s'] / 1e9:.0f} GB/s), split between both "
+              f"{st['two_neighbours_s'] * 1e3:.3f} ms, the addition {st['add_s'] * 1e3:.3f} ms")
+        print(f"the ring's floor from those steps: {one * 1e3:.2f} ms (one ring), {two * 1e3:.2f} ms (two rings)")
     return fit
+
+
+def ddp_table(res: dict) -> None:
+    """DDP's settings side by side: step time, weak-scaling efficiency, and (GPU) how long the host takes to issue
+    a step."""
+    host = res.get("host_s", {})
+    print(f"{'':<30}{'step ms':>9}{'efficiency':>12}{'host ms':>9}")
+    print(f"{'alone (no DDP)':<30}{res['alone_s'] * 1e3:>9.1f}{1:>12.3f}" +
+          (f"{host['alone'] * 1e3:>9.1f}" if "alone" in host else ""))
+    for name, t in res.get("variants_s", {res.get("ddp_variant", "DDP"): res["ddp_s"]}).items():
+        print(f"{'DDP ' + name:<30}{t * 1e3:>9.1f}{res['alone_s'] / t:>12.3f}" +
+              (f"{host[name] * 1e3:>9.1f}" if name in host else ""))
+
+
+def fsdp_table(res: dict) -> None:
+    """Per regime and kind: the states held per rank (predicted by the lesson's budget, divided by N where FSDP2
+    shards, against measured), and on a GPU the peak, the step and the host's time to issue it, each against DDP's."""
+    from . import budget
+
+    world = res["world"]
+    for regime in [k for k in ("activations", "states", "states_wide") if k in res]:
+        cfg = res[regime + "_config"]
+        b = budget.predict(cfg)
+        states = b["parameters"] + b["gradients"] + b["optimizer"]
+        print(f"{regime}: d={cfg['d']}, batch {cfg['batch']} x {cfg['seq']}, checkpoint={cfg['checkpoint']!r}; "
+              f"per rank, MiB")
+        print(f"  {'':<16}{'states pred':>12}{'measured':>10}" +
+              (f"{'peak':>9}{'vs DDP':>8}{'step ms':>9}{'vs DDP':>8}{'host ms':>9}" if "peak_bytes" in
+               res[regime]["ddp"] else f"{'step ms':>9}"))
+        d = res[regime]["ddp"]
+        for kind, r in res[regime].items():
+            pred = states if kind == "ddp" else states / world
+            row = f"  {kind:<16}{mib(pred):>12}{mib(sum(r['held_bytes'].values())):>10}"
+            if "peak_bytes" in r:
+                row += (f"{mib(r['peak_bytes']):>9}{r['peak_bytes'] / d['peak_bytes']:>7.2f}x"
+                        f"{r['step_s'] * 1e3:>9.1f}{r['step_s'] / d['step_s']:>7.2f}x{r['host_s'] * 1e3:>9.1f}")
+            else:
+                row += f"{r['step_s'] * 1e3:>9.1f}"
+            print(row)
 
 
 def plot_comm(res: dict, fit: dict, title: str):
