@@ -202,6 +202,38 @@ def _profile_fwd_bwd(net, x, y, cfg, dev) -> list:
     return _timeline(prof, dev)
 
 
+def _guarded(fn) -> dict:
+    """``fn()``, or {"error": ...} where it raised (on every rank alike): an optional measurement's failure keeps the
+    rest of the task's results."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def _ddp_compiled(cfg, dev, rank, x, y) -> dict:
+    """The same weak-scaling comparison with the model compiled (``torch.compile`` of the module, and of the DDP
+    wrapper, as PyTorch's DDP notes say: dynamo splits the graph at the buckets' boundaries so that each bucket's
+    all-reduce still starts during backward). Compiling fuses the elementwise work and takes most of the host's
+    per-operation cost off the step, on both sides alike."""
+    alone, alone_opt, _, _ = M.make(cfg, dev, seed=rank)
+    model, _, _, _ = M.make(cfg, dev, seed=rank)
+    ddp = _ddp(model, dev, **DDP_VARIANTS[LESSON_DDP])
+    ddp_opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
+    calone, cddp = torch.compile(alone), torch.compile(ddp)
+    t0 = time.perf_counter()
+    for net, opt in ((calone, alone_opt), (cddp, ddp_opt)):
+        _step(net, opt, x, y, cfg)
+    sync(dev)
+    compile_s = time.perf_counter() - t0
+    t = timed_rounds({"alone": lambda: _step(calone, alone_opt, x, y, cfg),
+                      "ddp": lambda: _step(cddp, ddp_opt, x, y, cfg)}, dev, reps=30)
+    return {"alone_s": t["alone"], "ddp_s": t["ddp"], "weak_scaling_efficiency": t["alone"] / t["ddp"],
+            "compile_s": compile_s, "host_s": {"alone": _host_s(calone, alone_opt, x, y, cfg, dev),
+                                               "ddp": _host_s(cddp, ddp_opt, x, y, cfg, dev)},
+            "timeline": _profile_fwd_bwd(cddp, x, y, cfg, dev)}
+
+
 def task_ddp(rank, world, dev, backend, args) -> dict:
     cfg = _cfg(backend, args.precision)
     out = {"config": cfg}
@@ -243,6 +275,8 @@ def task_ddp(rank, world, dev, backend, args) -> dict:
         out["host_s"] = {"alone": _host_s(alone, alone_opt, x, y, cfg, dev),
                          LESSON_DDP: _host_s(*nets[LESSON_DDP], x, y, cfg, dev)}
     out["variants_efficiency"] = {name: t["alone"] / t[name] for name in variants}
+    if args.compile and dev.type == "cuda":
+        out["compiled"] = _guarded(lambda: _ddp_compiled(cfg, dev, rank, x, y))
     lesson = nets[LESSON_DDP][0]
     _step(lesson, nets[LESSON_DDP][1], x, y, cfg)
     out["timeline"] = _profile_fwd_bwd(lesson, x, y, cfg, dev)
@@ -356,6 +390,39 @@ def _fsdp2(model, cfg, tuned: bool):
     return net
 
 
+def _fsdp_compiled(cfg, dev, rank, build) -> dict:
+    """DDP compiled against FSDP2 with every block compiled before ``fully_shard`` wraps it (the order PyTorch's
+    FSDP2 examples use: each block one compiled graph, FSDP2's all-gathers and reduce-scatters around it), per block
+    and as one unit; step times interleaved, the host's time, peaks."""
+    res = {}
+    nets = {}
+    for kind in ("ddp", "fsdp2_tuned", "fsdp2_one_unit"):
+        model, _, x, y = M.make(cfg, dev, seed=rank)
+        for blk in model.blocks:
+            blk.compile()
+        if kind == "ddp":
+            net = _ddp(model, dev, **DDP_VARIANTS[LESSON_DDP])
+        elif kind == "fsdp2_tuned":
+            net = _fsdp2(model, cfg, True)
+        else:
+            net = _fsdp2_units(model, cfg, 1)
+        nets[kind] = (net, torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True), x, y)
+    for kind, (net, opt, x, y) in nets.items():
+        _step(net, opt, x, y, cfg)  # compiles
+        sync(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        before = torch.cuda.memory_allocated(dev)
+        _step(net, opt, x, y, cfg)
+        sync(dev)
+        res[kind] = {"peak_over_resident_bytes": torch.cuda.max_memory_allocated(dev) - before}
+    t = timed_rounds({k: (lambda b=b: _step(b[0], b[1], b[2], b[3], cfg)) for k, b in nets.items()}, dev, reps=20)
+    for kind, (net, opt, x, y) in nets.items():
+        res[kind].update(step_s=t[kind], host_s=_host_s(net, opt, x, y, cfg, dev))
+    del nets
+    torch.cuda.empty_cache()
+    return res
+
+
 def task_fsdp(rank, world, dev, backend, args) -> dict:
     """DDP against FSDP2, per rank: bytes of parameters, gradients and AdamW state held, and on a GPU the peak of a
     step, its time and the GPU's busy time in it. Two configurations: "activations", the lesson's batch without
@@ -406,6 +473,8 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
             del net, opt, x, y
             if gpu:
                 torch.cuda.empty_cache()
+        if args.compile and gpu and regime == "activations":
+            out["compiled"] = _guarded(lambda: _fsdp_compiled(cfg, dev, rank, build))
         built = {kind: build(kind, cfg) for kind in kinds}  # time, all resident, interleaved
         fns = {kind: (lambda b=b: _step(b[0], b[1], b[2], b[3], cfg)) for kind, b in built.items()}
         t = timed_rounds(fns, dev, reps=20 if backend == "nccl" else 2)
@@ -448,6 +517,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("task", choices=sorted(TASKS))
     ap.add_argument("--out", required=True)
+    ap.add_argument("--compile", action="store_true", help="GPU: also time the model compiled (ddp, fsdp)")
     ap.add_argument("--precision", default=None, choices=M.PRECISIONS,
                     help="default: bf16, or fp16 with a GradScaler on GPUs without bf16 tensor cores (a T4)")
     args = ap.parse_args()

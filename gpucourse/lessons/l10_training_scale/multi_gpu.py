@@ -51,12 +51,21 @@ def targets(tasks: dict, world: int) -> list:
         out.append({"name": "fsdp2_tuned / DDP peak memory per GPU (states regime)",
                     "value": f["states"]["fsdp2_tuned"]["peak_bytes"] / f["states"]["ddp"]["peak_bytes"],
                     "goal": GOALS["fsdp_states_peak"], "op": "<="})
+    dc = tasks.get("ddp", {}).get("compiled", {})
+    if "weak_scaling_efficiency" in dc:
+        out.append({"name": "DDP weak-scaling efficiency, model compiled (both sides)",
+                    "value": dc["weak_scaling_efficiency"], "goal": GOALS["ddp4" if four else "ddp"], "op": ">="})
+    fc = tasks.get("fsdp", {}).get("compiled", {})
+    for kind in ("fsdp2_tuned", "fsdp2_one_unit"):
+        if kind in fc:
+            out.append({"name": f"{kind} step / DDP step, blocks compiled (activations regime)",
+                        "value": fc[kind]["step_s"] / fc["ddp"]["step_s"], "goal": GOALS["fsdp_time"], "op": "<="})
     for t in out:
         t["met"] = t["value"] >= t["goal"] if t["op"] == ">=" else t["value"] <= t["goal"]
     return out
 
 
-def run(nproc: int, tasks, out_dir: str) -> dict:
+def run(nproc: int, tasks, out_dir: str, compile: bool = True) -> dict:
     import torch
 
     name = torch.cuda.get_device_name(0)
@@ -70,7 +79,9 @@ def run(nproc: int, tasks, out_dir: str) -> dict:
     for task in tasks:
         t0 = time.time()
         try:
-            res["tasks"][task] = launch.torchrun(task, nproc=nproc, args=("--precision", "bf16"), retry=False)
+            extra = ("--compile",) if compile and task in ("ddp", "fsdp") else ()
+            res["tasks"][task] = launch.torchrun(task, nproc=nproc, args=("--precision", "bf16", *extra),
+                                                 retry=False)
         except Exception as exc:  # noqa: BLE001 - keep the other tasks' results
             res.setdefault("errors", {})[task] = str(exc)[-3000:]
         res["seconds"][task] = round(time.time() - t0, 1)
@@ -90,6 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nproc", type=int, nargs="+", default=[2], help="GPU counts to run on, one after the other")
     ap.add_argument("--tasks", nargs="*", default=list(TASKS), choices=TASKS)
     ap.add_argument("--out-dir", default=benchmarks.results_dir())
+    ap.add_argument("--no-compile", action="store_true", help="skip the compiled DDP and FSDP2 timings")
     args = ap.parse_args(argv)
     n = launch.gpus()
     if min(args.nproc) < 2 or max(args.nproc) > n:
@@ -97,7 +109,7 @@ def main(argv=None) -> int:
         return 2
     errors = 0
     for nproc in args.nproc:
-        errors += bool(run(nproc, args.tasks, args.out_dir).get("errors"))
+        errors += bool(run(nproc, args.tasks, args.out_dir, compile=not args.no_compile).get("errors"))
     return 1 if errors else 0
 
 
