@@ -13,6 +13,7 @@ time), ``tp`` (a tensor-parallel MLP: same output as unsplit, weight bytes per r
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import time
@@ -454,6 +455,10 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
         out[f"{regime}_config"] = cfg
         out[regime] = {}
         for kind in kinds:  # memory, one model at a time
+            if gpu:  # what is still allocated now (anything an earlier measurement left) is not this model's
+                gc.collect()
+                torch.cuda.empty_cache()
+                resident = torch.cuda.memory_allocated(dev)
             net, opt, x, y = build(kind, cfg)
             with M.autocast(cfg, dev):
                 loss = ((net(x) - y) ** 2).mean()
@@ -468,13 +473,11 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
                 torch.cuda.reset_peak_memory_stats(dev)
                 _step(net, opt, x, y, cfg)
                 sync(dev)
-                res["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
+                res["peak_bytes"] = torch.cuda.max_memory_allocated(dev) - resident
             out[regime][kind] = res
             del net, opt, x, y
             if gpu:
                 torch.cuda.empty_cache()
-        if args.compile and gpu and regime == "activations":
-            out["compiled"] = _guarded(lambda: _fsdp_compiled(cfg, dev, rank, build))
         built = {kind: build(kind, cfg) for kind in kinds}  # time, all resident, interleaved
         fns = {kind: (lambda b=b: _step(b[0], b[1], b[2], b[3], cfg)) for kind, b in built.items()}
         t = timed_rounds(fns, dev, reps=20 if backend == "nccl" else 2)
@@ -487,6 +490,8 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
         del built, fns
         if gpu:
             torch.cuda.empty_cache()
+    if args.compile and gpu:  # last: compiled graphs keep references to their models
+        out["compiled"] = _guarded(lambda: _fsdp_compiled(out["activations_config"], dev, rank, build))
     return out
 
 

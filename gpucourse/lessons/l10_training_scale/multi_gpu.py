@@ -65,7 +65,7 @@ def targets(tasks: dict, world: int) -> list:
     return out
 
 
-def run(nproc: int, tasks, out_dir: str, compile: bool = True) -> dict:
+def run(nproc: int, tasks, out_dir: str, compile: bool = True, merge: bool = False) -> dict:
     import torch
 
     name = torch.cuda.get_device_name(0)
@@ -76,6 +76,11 @@ def run(nproc: int, tasks, out_dir: str, compile: bool = True) -> dict:
            "env": dict(launch.NCCL_ENV), "tasks": {}, "seconds": {}}
     path = os.path.join(out_dir, f"{gpu}-x{nproc}-multi-gpu10.json")
     os.makedirs(out_dir, exist_ok=True)
+    if merge and os.path.exists(path):  # rerun some tasks, keep the others (each task carries its own date)
+        with open(path) as f:
+            old = json.load(f)
+        res["tasks"], res["seconds"] = dict(old["tasks"]), dict(old.get("seconds", {}))
+        res["task_dates"] = {t: old.get("task_dates", {}).get(t, old["date"]) for t in old["tasks"]}
     for task in tasks:
         t0 = time.time()
         try:
@@ -85,6 +90,7 @@ def run(nproc: int, tasks, out_dir: str, compile: bool = True) -> dict:
         except Exception as exc:  # noqa: BLE001 - keep the other tasks' results
             res.setdefault("errors", {})[task] = str(exc)[-3000:]
         res["seconds"][task] = round(time.time() - t0, 1)
+        res.setdefault("task_dates", {})[task] = res["date"]
         res["targets"] = targets(res["tasks"], nproc)
         with open(path, "w") as f:
             json.dump(res, f, indent=1)
@@ -102,6 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", nargs="*", default=list(TASKS), choices=TASKS)
     ap.add_argument("--out-dir", default=benchmarks.results_dir())
     ap.add_argument("--no-compile", action="store_true", help="skip the compiled DDP and FSDP2 timings")
+    ap.add_argument("--merge", action="store_true", help="keep the other tasks of an existing results file")
     args = ap.parse_args(argv)
     n = launch.gpus()
     if min(args.nproc) < 2 or max(args.nproc) > n:
@@ -109,7 +116,7 @@ def main(argv=None) -> int:
         return 2
     errors = 0
     for nproc in args.nproc:
-        errors += bool(run(nproc, args.tasks, args.out_dir, compile=not args.no_compile).get("errors"))
+        errors += bool(run(nproc, args.tasks, args.out_dir, compile=not args.no_compile, merge=args.merge).get("errors"))
     return 1 if errors else 0
 
 
