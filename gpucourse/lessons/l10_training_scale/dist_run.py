@@ -434,7 +434,7 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
     model resident at a time; the step times in interleaved rounds with all of them resident."""
     gpu = dev.type == "cuda"
     kinds = FSDP_KINDS if gpu else FSDP_KINDS_CPU
-    out = {"config": _cfg(backend, args.precision), "kinds": kinds}
+    out = {"config": _cfg(backend, args.precision), "kinds": kinds, "peak_above_resident": True}
 
     def build(kind, cfg):
         model, _, x, y = M.make(cfg, dev, seed=rank)

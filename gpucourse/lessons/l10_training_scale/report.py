@@ -77,12 +77,17 @@ def ddp_table(res: dict) -> None:
     """DDP's settings side by side: step time, weak-scaling efficiency, and (GPU) how long the host takes to issue
     a step."""
     host = res.get("host_s", {})
-    print(f"{'':<30}{'step ms':>9}{'efficiency':>12}{'host ms':>9}")
-    print(f"{'alone (no DDP)':<30}{res['alone_s'] * 1e3:>9.1f}{1:>12.3f}" +
+    print(f"{'':<44}{'step ms':>9}{'efficiency':>12}{'host ms':>9}")
+    print(f"{'alone (no DDP)':<44}{res['alone_s'] * 1e3:>9.1f}{1:>12.3f}" +
           (f"{host['alone'] * 1e3:>9.1f}" if "alone" in host else ""))
     for name, t in res.get("variants_s", {res.get("ddp_variant", "DDP"): res["ddp_s"]}).items():
-        print(f"{'DDP ' + name:<30}{t * 1e3:>9.1f}{res['alone_s'] / t:>12.3f}" +
+        print(f"{'DDP ' + name:<44}{t * 1e3:>9.1f}{res['alone_s'] / t:>12.3f}" +
               (f"{host[name] * 1e3:>9.1f}" if name in host else ""))
+    c = res.get("compiled", {})
+    if "ddp_s" in c:  # torch.compile on both sides
+        for name, key in (("alone, compiled", "alone"), ("DDP " + res["ddp_variant"] + ", compiled", "ddp")):
+            print(f"{name:<44}{c[key + '_s'] * 1e3:>9.1f}{c['alone_s'] / c[key + '_s']:>12.3f}"
+                  f"{c['host_s'][key] * 1e3:>9.1f}")
 
 
 def fsdp_table(res: dict) -> None:
@@ -110,6 +115,15 @@ def fsdp_table(res: dict) -> None:
             else:
                 row += f"{r['step_s'] * 1e3:>9.1f}"
             print(row)
+    if any("peak_bytes" in r for r in res["activations"].values()) and not res.get("peak_above_resident"):
+        print("  (this run's peaks are max_memory_allocated as it stood, which can include memory an earlier "
+              "measurement left allocated: later runs subtract it)")
+    c = res.get("compiled", {})
+    if "ddp" in c:
+        print("activations, every block compiled: step ms (vs DDP compiled), host ms")
+        for kind, r in c.items():
+            print(f"  {kind:<16}{r['step_s'] * 1e3:>8.1f}{r['step_s'] / c['ddp']['step_s']:>7.2f}x"
+                  f"{r['host_s'] * 1e3:>9.1f}")
 
 
 def plot_comm(res: dict, fit: dict, title: str):
