@@ -443,3 +443,54 @@ def test_a_judge_whose_deadline_passes_gives_the_timeout_verdict(monkeypatch, ca
     assert r.status == "timeout" and not r.passed and calls == [1, 2]
     assert [c.passed for c in r.cases] == [True, False]
     assert "fake_judged: your function did not return in time" in out and "a deadlock?" in out
+
+
+# --- issue 39, class 11: messages that lead the learner the right way ----------------------------------------------
+
+
+def test_integer_output_reports_counts_and_differences_not_a_relative_error():
+    expected = torch.tensor([0, 0, 3, -2, 7], dtype=torch.int8)
+    got = torch.tensor([0, 1, 3, -2, 9], dtype=torch.int8)
+    m = compare.compare_values(expected, got, 0.0, 0.0)
+    assert not m.ok and m.n_bad == 2
+    assert m.problems == ["2 of 5 integer elements differ (first mismatches: [1] expected 0 got 1, [4] expected 7 "
+                          "got 9); 1 off by 1, 1 by more; max difference 2 (integer output: must match exactly)"]
+    assert "rel error" not in m.text()
+
+
+def test_out_of_bounds_writes_lead_and_zeros_are_not_blamed_on_a_zero_initialised_output():
+    """Wrong zeros beside a write past the end: the write leads, the zero-initialisation guess is not made."""
+    ex = get("vector_add")
+    case = next(c for c in ex.cases if checker.make_case(ex, c, 1, 0)[1].numel() >= 8)
+    args, expected = checker.make_case(ex, case, 1, 0)
+    out = expected.clone()
+    out[:3] = 0
+    past = "wrote 4 element(s) past the end of a 1-element output it allocated (up to index 4): mask the stores"
+    outcome = {"out": out, "buffers_after": [None] * len(args), "triton_launches": {"k": 1}, "overruns": [past]}
+    r = checker.evaluate(ex, case, args, expected, outcome, "cpu")
+    assert not r.passed and r.problems[0] == past
+    assert not any("zero-initialised" in p for p in r.problems)
+    r = checker.evaluate(ex, case, args, expected, dict(outcome, overruns=[]), "cpu")
+    assert "elements never written into a zero-initialised output?" in r.problems[0]
+
+
+def test_a_course_kernel_launched_is_named_not_no_kernel_launched():
+    ex = get("int8_gemv")
+    args, expected = checker.make_case(ex, ex.cases[0], 1, 0)
+    outcome = {"out": expected.clone(), "buffers_after": [None] * len(args), "triton_launches": {},
+               "course_launches": {"w8a16_kernel": 1}}
+    r = checker.evaluate(ex, ex.cases[0], args, expected, outcome, "cpu")
+    assert not r.passed and r.problems == [
+        "used the course's own code: launched the course's kernel w8a16_kernel (the instructor's, defined in the "
+        "gpucourse package), not a kernel of your own: write and launch your own"]
+
+
+def test_a_forbidden_op_fails_the_case_naming_it_whatever_reached_it():
+    """int8_gemv forbids torch's matmuls (issue 39): recorded on anything, laundered copies included."""
+    ex = get("int8_gemv")
+    args, expected = checker.make_case(ex, ex.cases[0], 1, 0)
+    outcome = {"out": expected.clone(), "buffers_after": [None] * len(args), "triton_launches": {"copy": 1},
+               "ops": {"aten.mm.default": 1}}
+    r = checker.evaluate(ex, ex.cases[0], args, expected, outcome, "cpu")
+    assert not r.passed and r.problems[0].startswith(
+        "calls aten.mm.default: this exercise asks for your own kernel to compute the answer, not this torch op")

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from gpucourse.grading.exercise import get
-from gpucourse.grading import checker, grader, protocol
+from gpucourse.grading import checker, grader, protocol, sandbox
 from gpucourse.grading import cli as grader_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,7 +49,7 @@ def test_exit_status_zero_when_all_graded(graded):
 
 def test_json_schema_exactly(graded):
     _, report, _, _ = graded
-    assert set(report) == {"exercise", "environment", "isolation", "results"}
+    assert set(report) == {"exercise", "environment", "isolation", "standing", "results"}
     assert report["exercise"] == "vector_add"
     assert report["isolation"]["level"] in ("bubblewrap", "process") and report["isolation"]["detail"]
     env = report["environment"]
@@ -283,6 +283,46 @@ def test_judging_sealed_call_returns_plain_values_and_restores():
     assert out["n"] == [1, (2.5,)]
 
 
+WORKBOOK = os.path.join(os.path.dirname(__file__), "submissions", "choose_tile", "right_whole_workbook.ipynb")
+
+
+def test_a_whole_workbooks_shipped_cells_raise_no_flag_its_own_cells_do(tmp_path):
+    """Issue 39: the cells the course ships in a workbook import the course's modules; a learner's whole workbook
+    gets no flag from them, while a cell of the learner's own that imports the lessons is flagged and is an error."""
+    assert grader.static_flags(grader.learner_source(WORKBOOK)) == []
+    assert grader.course_code_used(grader.learner_source(WORKBOOK)) == []
+    nb = json.loads(open(WORKBOOK).read())
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                        "source": ["from gpucourse.lessons.l06_tensor_cores.waves import gemm_waves\n"]})
+    own = tmp_path / "mine.ipynb"
+    own.write_text(json.dumps(nb))
+    source = grader.learner_source(str(own))
+    assert grader.static_flags(source) == [
+        "source imports the course's lessons (the instructor's own kernels and helpers)"]
+    (used,) = grader.course_code_used(source)  # the line in the learner's own cells (the filled-in stubs first)
+    assert re.fullmatch(r"line \d+: from gpucourse\.lessons\.l06_tensor_cores\.waves import gemm_waves", used)
+
+
+def test_course_code_used_reads_imports_not_text():
+    assert grader.course_code_used("import torch\n# gpucourse.lessons is off limits\n") == []
+    assert grader.course_code_used("from gpucourse import lessons\n") == ["line 1: from gpucourse import lessons"]
+    assert grader.course_code_used("import importlib\nk = importlib.import_module('gpucourse.lessons.l07_quantization"
+                                   ".kernels')\n") == [
+        "line 2: k = importlib.import_module('gpucourse.lessons.l07_quantization.kernels')"]
+    # the exercise specs are the grader's (reaching into them is flagged as such), not the instructor's answer
+    assert grader.course_code_used("import gpucourse.lessons.l02_async_pipeline.exercises.fix_training_loop\n") == []
+
+
+def test_course_code_makes_a_verdict_an_error_naming_it():
+    ex = get("quantize_per_channel")
+    r = grader.Result(submission="s.py", status="passed", score=1.0, message="all 6 cases passed")
+    grader._course_code(r, ex, ["line 3: from gpucourse.lessons.l07_quantization.quant import qmax"])
+    assert (r.status, r.score) == ("error", 0.0)
+    assert r.message == ("quantize_per_channel used the course's own code: it imports the course's lessons (the "
+                         "instructor's kernels and helpers) at line 3: from gpucourse.lessons.l07_quantization.quant "
+                         "import qmax; an answer computed by them is not yours: write your own")
+
+
 def test_static_flags():
     assert grader.static_flags("import gc\nfor o in gc.get_objects(): pass") == [
         "source walks the garbage collector (gc.get_objects/referrers)"]
@@ -341,6 +381,68 @@ def test_forged_result_in_the_conversation_is_blamed_on_the_channel():
         thread.join(timeout=10)
         for fd in (to_r, to_w, from_r, from_w):
             os.close(fd)
+
+
+def _converse_with(reply) -> None:
+    """_converse on vector_add against a fake worker that says ready, then answers the first case with
+    ``reply(nonce, case_msg)``; whatever _converse raises propagates."""
+    ex = get("vector_add")
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+
+    def fake_worker():
+        nonce = protocol.recv(to_r)["nonce"]
+        protocol.send(from_w, {"type": "ready", "nonce": nonce})
+        protocol.send(from_w, reply(nonce, protocol.recv(to_r)))
+
+    thread = threading.Thread(target=fake_worker, daemon=True)
+    thread.start()
+    result = grader.Result(submission="forged.py", status="error", score=0.0, message="")
+    try:
+        grader._converse(ex, "forged.py", result, checker.new_seed(), "n0nce", to_w, from_r, time.monotonic() + 60)
+    finally:
+        thread.join(timeout=10)
+        for fd in (to_r, to_w, from_r, from_w):
+            os.close(fd)
+
+
+@pytest.mark.parametrize("forged, says", [
+    # issue 39: a tensor where the case's number goes made `!=` a tensor and the grader raised "Boolean value of
+    # Tensor with more than one value is ambiguous" (an INTERNAL GRADER ERROR, exit 1 for the batch)
+    (lambda n, case: {"type": "result", "nonce": n, "index": torch.ones(3)}, "a reply for case 'Tensor'"),
+    (lambda n, case: {"type": "result", "nonce": n, "index": case["index"] + 1}, "a reply for case 1 while case 0"),
+    (lambda n, case: {"type": "result", "nonce": n, "index": True}, "a reply for case 'bool'"),
+    (lambda n, case: {"type": "result", "nonce": torch.ones(3), "index": 0}, "expected result/raised, got 'result'"),
+    (lambda n, case: {"type": torch.ones(3), "nonce": n, "index": 0}, "expected result/raised, got 'Tensor'"),
+    (lambda n, case: _result_msg(nonce=n, out={"tensor": torch.zeros(3).to_sparse()}), "not a dense tensor"),
+])
+def test_forged_index_nonce_or_type_is_tampering_not_a_grader_error(forged, says):
+    with pytest.raises(protocol.Malformed, match=re.escape(says)):
+        _converse_with(forged)
+
+
+def test_forged_message_is_reported_as_tampering(tmp_path, monkeypatch):
+    """grade_prepared turns the Malformed of a forged reply into the submission's error, named as tampering."""
+    def fake_converse(ex, path, result, *args, **kwargs):
+        raise protocol.Malformed("a reply for case 'Tensor' while case 0 ran")
+
+    monkeypatch.setattr(grader, "_converse", fake_converse)
+    path = tmp_path / "s.py"
+    path.write_text("def vector_add(x, y):\n    return x + y\n")
+    r = grader.grade_one(get("vector_add"), str(path), 60, isolation=sandbox.detect("process"))
+    assert r.status == "error" and r.score == 0.0
+    assert r.message.startswith("tampering with the grader's channel: the worker sent a message it never sends (a "
+                                "reply for case 'Tensor' while case 0 ran)")
+    assert "tampered with the grader's channel" in r.flags and "internal grader error" not in r.flags
+
+
+def test_raised_reply_with_forged_fields_is_still_the_submissions_error():
+    """A "raised" reply whose not_implemented/exc_type are tensors (truthiness raised before issue 39's fix)."""
+    ex = get("vector_add")
+    r = grader.Result(submission="s.py", status="error", score=0.0, message="")
+    grader._raised(ex, ex.cases[0], {"type": "raised", "index": 0, "not_implemented": torch.ones(3),
+                                     "exc_type": torch.ones(3), "traceback": "ValueError: boom"}, r)
+    assert r.status == "error" and r.message == f"vector_add raised ValueError: boom (case {ex.cases[0].name!r})"
 
 
 def test_tampered_flag_is_the_workers_isinstance_not_the_exception_name():

@@ -89,7 +89,7 @@ def test_known_submissions_get_their_verdict(folder, known_grades):
     for call in graded["calls"]:
         assert call["returncode"] == 0, call["stdout"] + call["stderr"]
         report = call["report"]
-        assert set(report) == {"exercise", "environment", "isolation", "results"}
+        assert set(report) == {"exercise", "environment", "isolation", "standing", "results"}
         assert report["exercise"] == settings["EXERCISE"] and report["isolation"] == isolation.to_dict()
         assert PLANTED_SECRET[1] not in json.dumps(report) + call["stdout"] + call["stderr"]
         assert [r["submission"] for r in report["results"]] == call["paths"]  # paths as given, in order

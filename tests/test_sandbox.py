@@ -24,7 +24,7 @@ import time
 import pytest
 
 import gpucourse
-from gpucourse.grading import gpulock, sandbox
+from gpucourse.grading import gpulock, grader, sandbox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(HERE)
@@ -125,8 +125,31 @@ def test_without_bubblewrap_the_grader_grades_at_the_process_level_and_says_so(t
         report["isolation"]["detail"]
     assert "isolation: process level only" in proc.stderr and "isolation: process)" in proc.stdout
     assert [r["status"] for r in report["results"]] == ["passed", "failed"]
+    # Feedback, not grades (issue 39): a submission there could read the solved workbooks.
+    assert report["standing"] == {"for_points": False, "why": grader.NOT_FOR_POINTS}
+    assert "not for points or ranking: graded at the process level" in proc.stdout
     required = _grade(os.path.join(VECTOR_ADD, "right_basic.py"), "--isolation", "bubblewrap", env=env)
     assert required.returncode == 2 and "bubblewrap isolation was required but is not available" in required.stderr
+
+
+def test_process_level_gives_no_points_or_ranking_unless_the_instructor_allows_it(tmp_path):
+    """Issue 39: under process isolation a submission can read the solved workbooks, so --gradebook and
+    --leaderboard are refused, saying why, until --allow-process-isolation accepts it; the report says which."""
+    env = dict(os.environ, **{sandbox.ENV_VAR: "process"})
+    right = os.path.join(VECTOR_ADD, "right_basic.py")
+    refused = _grade(right, "--gradebook", str(tmp_path / "g.csv"), env=env)
+    assert refused.returncode == 2 and not (tmp_path / "g.csv").exists()
+    assert "no --gradebook or --leaderboard: graded at the process level" in refused.stderr
+    assert "could read whatever the grader's user can (the solved workbooks" in refused.stderr
+    refused = _grade(right, "--leaderboard", str(tmp_path / "b.md"), env=env)
+    assert refused.returncode == 2 and "--allow-process-isolation accepts them" in refused.stderr
+    out = tmp_path / "r.json"
+    proc = _grade(right, "--json", str(out), "--gradebook", str(tmp_path / "g.csv"), "--allow-process-isolation",
+                  env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["standing"]["for_points"] is True and "--allow-process-isolation" in report["standing"]["why"]
+    assert (tmp_path / "g.csv").exists() and "not for points" not in proc.stdout
 
 
 def test_process_level_can_be_forced_for_debugging(tmp_path):

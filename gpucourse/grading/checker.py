@@ -275,8 +275,8 @@ def run_case(ex, fn, args: list) -> dict:
     # Problems found during the calls travel with the overruns (the batch grader's worker forwards that list).
     outcome["overruns"] = list(outcome["overruns"]) + memory_problem(ex, args, calls)
     outcome["aliasing"] = aliasing(args, outcome["out"], outcome["out2"])
-    for c in calls[1:]:  # what either call used or launched
-        for key in ("uses", "course_launches"):
+    for c in calls[1:]:  # what either call used, launched or called (a forbidden op on the second call only too)
+        for key in ("uses", "course_launches", "ops"):
             for k, v in c[key].items():
                 outcome[key][k] = max(outcome[key].get(k, 0), v)
     outcome["noop_out"] = None
@@ -290,7 +290,9 @@ def run_case(ex, fn, args: list) -> dict:
 
 def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) -> CaseResult:
     """The verdict for one case, from the pristine inputs, the reference output and what the learner's call did."""
-    problems, hints, codes = list(outcome.get("aliasing") or []), [], None
+    # Writes out of bounds lead: they are the likely cause of wrong values (a row's spill into the next).
+    overruns = list(outcome.get("overruns") or [])
+    problems, hints, codes = list(outcome.get("aliasing") or []) + overruns, [], None
     out = outcome["out"]
     is_tensor_answer = isinstance(expected, torch.Tensor)
     if is_tensor_answer:
@@ -299,7 +301,8 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
         if isinstance(out, torch.Tensor) and compare.dense_problem(out) is None and \
                 tuple(out.shape) == tuple(expected.shape):
             tol = ex.tolerance_for(expected.dtype)
-            m = compare.compare_values(expected, out, tol.rtol, tol.atol_scale, hint_tf32=ex.tf32_possible)
+            m = compare.compare_values(expected, out, tol.rtol, tol.atol_scale, hint_tf32=ex.tf32_possible,
+                                       zero_guess=not overruns)
             if not m.ok:
                 problems += m.problems
                 hints += m.hints
@@ -331,7 +334,6 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
             problems.append(f"out-of-bounds write: {len(damage)} element(s) of guard memory around {name} were "
                             f"overwritten ({where}, at offsets {damage[:5]} relative to its first element); "
                             f"mask your loads/stores with offsets < n")
-    problems += outcome.get("overruns", [])
 
     out2 = outcome.get("out2")
     if ex.determinism and isinstance(out, torch.Tensor) and isinstance(out2, torch.Tensor) and not problems:
@@ -349,10 +351,13 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
 
     n_launch = sum((outcome.get("triton_launches") if ex.kind == "triton" else outcome.get("cuda_launches") or {})
                    .values()) if ex.kind != "none" else 0
-    if ex.kind == "triton" and n_launch == 0:
+    course = course_problems(outcome)
+    if course:  # the instructor's kernel answered: that is the cause of whatever else is wrong, so it leads
+        problems[:0] = course
+    elif ex.kind == "triton" and n_launch == 0:
         problems.append("no Triton kernel was launched: this exercise asks for a @triton.jit kernel launched as "
                         "kernel[grid](...); torch operations such as x + y do not count")
-    if ex.kind == "cuda" and _device.on_gpu() and n_launch == 0:
+    if ex.kind == "cuda" and _device.on_gpu() and n_launch == 0 and not course:
         problems.append("no CUDA kernel was launched: this exercise asks for your own CUDA kernel")
     forbidden = launches.reference_calls(outcome.get("ops") or {}, ex.forbidden_ops)
     if forbidden:
@@ -377,7 +382,7 @@ _USE_HINTS = {"aten._local_scalar_dense": ".item()/float()/int() reads values on
 
 def use_problems(ex, outcome: dict) -> list:
     """The problems with the torch ops a Triton or CUDA exercise's call used on its inputs (or on data derived from
-    them), and with launches of the course's own kernels."""
+    them); launches of the course's own kernels are :func:`course_problems`."""
     problems = []
     uses = sorted(outcome.get("uses") or {})
     if uses and ex.kind in ("triton", "cuda"):
@@ -388,11 +393,18 @@ def use_problems(ex, outcome: dict) -> list:
         problems.append(f"uses torch to compute on the inputs or on what was derived from them: {named}{more}. "
                         f"Your own kernel must compute the answer (allocation, views, copies and fills are "
                         f"fine{allowed})")
-    course = sorted(outcome.get("course_launches") or {})
-    if course:
-        problems.append(f"launched the course's own kernel{'s' if len(course) > 1 else ''} {', '.join(course[:4])} "
-                        f"(defined in the gpucourse package): write and launch your own")
     return problems
+
+
+def course_problems(outcome: dict) -> list:
+    """The problem when the call launched the course's own kernels (the instructor's, from the gpucourse package):
+    its answer is the instructor's, whether or not a kernel of the learner's own was launched beside them."""
+    course = sorted(outcome.get("course_launches") or {})
+    if not course:
+        return []
+    return [f"used the course's own code: launched the course's kernel{'s' if len(course) > 1 else ''} "
+            f"{', '.join(course[:4])} (the instructor's, defined in the gpucourse package), not a kernel of your own: "
+            f"write and launch your own"]
 
 
 # Of the elements a zero answer gets wrong, the share that may come out right with every launch skipped (a

@@ -33,7 +33,9 @@ submission is reported as "INTERNAL GRADER ERROR (not the submission's fault)", 
 2 for usage errors (unknown exercise, missing file, --isolation bubblewrap where there is no sandbox).
 isolation: each worker runs in a bubblewrap sandbox where bwrap works (own PID and network namespaces, read-only
 system and course package, only its own submission and a private /tmp visible); without it, at the process level
-only, which stderr and the report ("isolation" in the JSON and CSV) say. `gpucourse doctor` shows the level.
+only, which stderr and the report ("isolation" in the JSON and CSV) say. `gpucourse doctor` shows the level. At the
+process level a submission can read the solved workbooks, so the batch is feedback, not grades: --gradebook and
+--leaderboard are refused and the report's "standing" says why, unless --allow-process-isolation accepts it.
 jobs: --jobs auto (the default) grades min(usable CPUs, 8) submissions at once, fewer where the available memory
 allows less than 1 GiB per worker (each imports torch); the value chosen is said on stderr before grading.
 timing (GPU): correctness cases of --jobs N run in parallel; the timed step holds its GPU alone (the report's
@@ -91,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="auto (default, or $GPUCOURSE_ISOLATION): a bubblewrap sandbox per worker where bwrap "
                          "works, else the process level, said on stderr and in the report; bubblewrap: refuse to "
                          "grade without the sandbox; process: no sandbox (to debug a worker)")
+    ap.add_argument("--allow-process-isolation", action="store_true",
+                    help="accept results graded without the sandbox for points and ranking (--gradebook, "
+                         "--leaderboard); without it, a batch graded at the process level is feedback only: a "
+                         "submission there can read the solved workbooks and the other submissions")
     return ap
 
 
@@ -236,6 +242,9 @@ def main(argv=None) -> int:
         isolation = sandbox.detect(args.isolation)
     except (ValueError, RuntimeError) as exc:
         return _usage_error(str(exc))
+    grading_for_points = grader.standing(isolation, args.allow_process_isolation)
+    if not grading_for_points["for_points"] and (args.gradebook or args.leaderboard):
+        return _usage_error(f"no --gradebook or --leaderboard: {grading_for_points['why']}")
     if args.jobs == "auto":
         jobs, why = auto_jobs()
         how = f"--jobs auto: {why}"
@@ -243,7 +252,10 @@ def main(argv=None) -> int:
         jobs, how = args.jobs, f"--jobs {args.jobs}"
     print(f"gpucourse grade: {ex.id}: {len(paths)} submission{'s' if len(paths) != 1 else ''}, {jobs} at a time "
           f"({how})", file=sys.stderr, flush=True)
-    report = grader.grade(ex, paths, timeout=args.timeout, jobs=jobs, progress=True, isolation=isolation)
+    if not grading_for_points["for_points"]:
+        print(f"gpucourse grade: not for points: {grading_for_points['why']}", file=sys.stderr, flush=True)
+    report = grader.grade(ex, paths, timeout=args.timeout, jobs=jobs, progress=True, isolation=isolation,
+                          allow_process_isolation=args.allow_process_isolation)
     if args.json:
         grader.write_json(report, args.json)
     if args.csv:
@@ -261,5 +273,7 @@ def main(argv=None) -> int:
         flags = f"  [flags: {p('; '.join(r['flags']))}]" if r["flags"] else ""
         print(f"{p(r['submission']):<{width}}  {r['status']:<8} {r['score']:.2f}  {p(r['message'])}{flags}")
     print(f"({report['environment']['fingerprint']}; isolation: {report['isolation']['level']})")
+    if not report["standing"]["for_points"]:
+        print(f"not for points or ranking: {report['standing']['why']}")
     internal = any("internal grader error" in r["flags"] for r in report["results"])
     return 1 if internal else 0

@@ -91,8 +91,10 @@ def check_meta(expected: torch.Tensor, got, device_type: str | None = None, got_
 
 
 def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_scale: float,
-                   hint_tf32: bool = False) -> Mismatch:
-    """Elementwise comparison of two tensors of the same shape (dtype may differ: compared in float64)."""
+                   hint_tf32: bool = False, zero_guess: bool = True) -> Mismatch:
+    """Elementwise comparison of two tensors of the same shape (dtype may differ: compared in float64).
+    ``zero_guess``: wrong elements that are all 0 may be said to be never written into a zero-initialised output
+    (off where the call wrote out of bounds: that is the likelier cause, and leads the problems)."""
     numel = expected.numel()
     if numel == 0:
         return Mismatch(ok=True, problems=[], numel=0)
@@ -133,7 +135,7 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
                         f"filled with before your call ({where}); check the mask and the grid size")
     else:
         zeros = (g.reshape(-1) == 0) & flat_bad
-        if int(zeros.sum()) == n_bad and n_bad > 1:
+        if zero_guess and int(zeros.sum()) == n_bad and n_bad > 1:
             first = int(flat_bad.nonzero()[0])
             problems.append(f"{n_bad} wrong elements are all 0 (first at index {_fmt_idx(_index(first, got.shape))})"
                             f": elements never written into a zero-initialised output?")
@@ -147,15 +149,35 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
     idx = flat_bad.nonzero().reshape(-1)[:MAX_SHOWN].tolist()
     shown = ", ".join(f"[{_fmt_idx(_index(i, got.shape))}] expected {_fmt(float(e.reshape(-1)[i]))} "
                       f"got {_fmt(float(g.reshape(-1)[i]))}" for i in idx)
-    errors = (f"max abs error {_fmt(max_abs)}, max rel error {_fmt(max_rel)} over finite elements"
-              if bool((bad & fin).any()) else "no finite element is wrong")
-    problems.append(f"{n_bad} of {numel} elements differ (first mismatches: {shown}); {errors} "
-                    f"(tolerance: rtol {rtol:g}, atol {atol:.3g} = {atol_scale:g} x max|expected|)")
+    if _is_integer(exp_c.dtype):
+        problems.append(_integer_mismatch(n_bad, numel, shown, g - e, bad, rtol, atol))
+    else:
+        errors = (f"max abs error {_fmt(max_abs)}, max rel error {_fmt(max_rel)} over finite elements"
+                  if bool((bad & fin).any()) else "no finite element is wrong")
+        problems.append(f"{n_bad} of {numel} elements differ (first mismatches: {shown}); {errors} "
+                        f"(tolerance: rtol {rtol:g}, atol {atol:.3g} = {atol_scale:g} x max|expected|)")
     hints = [] if scaled_rows else _precision_hints(e, g, bad & fin, exp_c.dtype, hint_tf32)
     codes = bad.to(torch.int8)
     codes[never & bad] = NEVER
     return Mismatch(ok=False, problems=problems, n_bad=n_bad, numel=numel, max_abs=max_abs, max_rel=max_rel,
                     codes=codes, hints=hints)
+
+
+def _is_integer(dtype) -> bool:
+    """Integer and bool outputs: compared as counts of wrong elements and integer differences, never as a relative
+    error (against an expected 0 that is a division by the tolerance's floor: "max rel error 8e+30")."""
+    return not dtype.is_floating_point and not dtype.is_complex
+
+
+def _integer_mismatch(n_bad: int, numel: int, shown: str, diff: torch.Tensor, bad: torch.Tensor, rtol: float,
+                      atol: float) -> str:
+    """The problem line of a wrong integer output: how many elements differ, by how much (off by one, more)."""
+    off = diff[bad].abs()
+    by_one = int((off == 1).sum())
+    spread = (f"{by_one} off by 1, {n_bad - by_one} by more; max difference {int(off.max())}" if n_bad else "")
+    rule = "must match exactly" if rtol == 0 and atol == 0 else f"tolerance: rtol {rtol:g}, atol {atol:.3g}"
+    return (f"{n_bad} of {numel} integer elements differ (first mismatches: {shown}); {spread} (integer output: "
+            f"{rule})")
 
 
 # Relative rounding noise of an output dtype (a few ulps), below which a row's scale factor is not told apart from 1.

@@ -93,6 +93,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import csv
 import dataclasses
 import json
@@ -112,7 +113,7 @@ import torch
 from .. import cuda_build
 from .. import device as _device
 from .. import env as _env
-from . import checker, gpulock, launches, protocol, pycache, sandbox
+from . import checker, compare, gpulock, launches, protocol, pycache, sandbox
 
 DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
@@ -219,15 +220,90 @@ def static_flags(source: str) -> list:
 
 
 def _read_source(path: str) -> str:
+    """The code the learner wrote (:func:`learner_source`), "" when it cannot be read."""
     try:
-        if path.endswith(".ipynb"):
-            from .worker import notebook_source
-
-            return notebook_source(path)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        return learner_source(path)
     except Exception:  # an unreadable file is reported by the worker as an error
         return ""
+
+
+def _cell_key(source: str) -> str:
+    """A code cell as compared with the course's: trailing spaces and blank lines at either end ignored."""
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_cells() -> frozenset:
+    """The code cells of the workbooks the course hands out (exercises/*.ipynb, generated from solutions/), as
+    :func:`_cell_key`s; empty where the checkout's exercises/ is not there (then every cell counts as the learner's).
+    The shipped cells import the course's modules (demos, helpers, ``gpucourse.check``): a flag every honest
+    learner's workbook got would teach instructors to ignore flags (issue 39)."""
+    from .. import workbooks
+
+    folder = os.path.join(workbooks.ROOT, "exercises")
+    cells: set = set()
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if name.endswith(".ipynb"):
+            with contextlib.suppress(Exception):
+                cells.update(_cell_key(c) for c in workbooks.code_cells(os.path.join(folder, name)))
+    return frozenset(cells)
+
+
+def learner_source(path: str) -> str:
+    """The code the learner wrote, which flags and the course-code check read: a .py file whole; of a notebook, the
+    code cells that are not the course's own (identical to a cell of a workbook it ships: :func:`shipped_cells`)."""
+    if not path.endswith(".ipynb"):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    from ..workbooks import code_cells
+
+    shipped = shipped_cells()
+    return "\n".join(f"# cell {i}\n{source}\n" for i, source in enumerate(code_cells(path))
+                     if _cell_key(source) not in shipped)
+
+
+def course_code_used(source: str) -> list:
+    """Where ``source`` (the learner's own code) imports the course's lessons, the instructor's kernels and helpers:
+    ``["line 3: from gpucourse.lessons.l07_quantization.kernels import w8a16_gemv"]``, from its syntax tree (a
+    comment or a docstring naming them is not a use). The exercise specs (``...exercises...``) are left to the flags:
+    reaching into them is tampering with the grader, not an answer. A name built at run time escapes this; the
+    worker's launch counting still sees the course's Triton kernels, and the flag a human sees stays."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value] if re.fullmatch(r"gpucourse\.lessons(\.\w+)*", node.value) else []
+        if any(_is_course_lesson(n) for n in names):
+            where = lines[node.lineno - 1].strip()[:120] if 0 < node.lineno <= len(lines) else ""
+            found.append(f"line {node.lineno}: {where}")
+    return found
+
+
+def _is_course_lesson(module: str) -> bool:
+    """Whether ``module`` is (in) the course's lessons, the exercise specs excepted (see :func:`course_code_used`)."""
+    parts = module.split(".")
+    return parts[:2] == ["gpucourse", "lessons"] and "exercises" not in parts
+
+
+def _course_code(result: Result, ex, found: list) -> None:
+    """The verdict of a submission that ran the course's own code: an error, as the course's trapped solutions are
+    (``is the course's own solution``); what it said otherwise stays in its checks."""
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    result.status, result.score = "error", 0.0
+    result.message = (f"{ex.function} used the course's own code: it imports the course's lessons (the instructor's "
+                      f"kernels and helpers) at {found[0]}{more}; an answer computed by them is not yours: write "
+                      f"your own")
 
 
 # The grader's environment variables a worker gets (exact names, or prefixes ending in "_"); nothing else passes.
@@ -299,8 +375,8 @@ def _unpack(value):
         raise protocol.Malformed("result value is not a dict")
     if "tensor" in value:
         t = value["tensor"]
-        if type(t) is not torch.Tensor:
-            raise protocol.Malformed("tensor field is not a tensor")
+        if type(t) is not torch.Tensor or compare.dense_problem(t) is not None:  # the worker sends dense ones only
+            raise protocol.Malformed("tensor field is not a dense tensor")
         return t, str(value.get("device", "?"))
     if "number" in value:
         return float(value["number"]), None
@@ -331,7 +407,8 @@ def _outcome(msg: dict, n_args: int) -> dict:
         out2 = _unpack(msg["out2"])[0] if msg.get("out2") is not None else None
         noop = _unpack(msg["noop_out"])[0] if msg.get("noop_out") is not None else None
         buffers = list(msg.get("buffers_after") or [])
-        if len(buffers) != n_args or any(b is not None and type(b) is not torch.Tensor for b in buffers):
+        if len(buffers) != n_args or any(b is not None and (type(b) is not torch.Tensor or
+                                                            compare.dense_problem(b) is not None) for b in buffers):
             raise protocol.Malformed("input buffers missing")
         return {"out": out, "out_device": out_device, "out2": out2, "buffers_after": buffers, "noop_out": noop,
                 "triton_launches": _counts(msg.get("triton_launches")),
@@ -371,6 +448,7 @@ class Prepared:
     staged: str = ""
     tmp: str = ""
     flags: list = dataclasses.field(default_factory=list)
+    course: list = dataclasses.field(default_factory=list)  # where its own code imports the lessons (course_code_used)
     seconds: float = 0.0
     result: Result | None = None
 
@@ -403,7 +481,8 @@ def prepare(ex, path: str, timeout: float, isolation: sandbox.Isolation, mem_mb:
         st.result = r
         return st
     try:
-        st.flags = static_flags(_read_source(st.staged))
+        source = _read_source(st.staged)
+        st.flags, st.course = static_flags(source), course_code_used(source)
         st.tmp = tempfile.mkdtemp(prefix="gpucourse-grade-")
         _trace(path, "start")
         if _needs_prebuild(ex):  # compiled first by a worker with no GPU, holding no lock (see _prebuild)
@@ -482,7 +561,8 @@ def grade_prepared(ex, st: Prepared, timeout: float, gpu: str | None = None, mem
                                    "; before that, ") + reason
     except protocol.Malformed as exc:
         result.status, result.score = "error", 0.0
-        result.message = f"the worker sent a malformed message ({exc}); the submission tampered with the channel?"
+        result.message = (f"tampering with the grader's channel: the worker sent a message it never sends ({exc}); "
+                          f"only the submission's code can write one")
         result.flags.append("tampered with the grader's channel")
     finally:
         _close(to_r, to_w, from_r, from_w, status_r, status_w)
@@ -492,6 +572,8 @@ def grade_prepared(ex, st: Prepared, timeout: float, gpu: str | None = None, mem
             if cap is not None:
                 cap.thread.join(timeout=2)
         st.discard()
+    if st.course and result.status in ("passed", "failed"):  # a trapped solution's error says it already
+        _course_code(result, ex, st.course)
     if out_cap is not None:
         total = out_cap.total + err_cap.total
         if total > OUTPUT_KEEP:
@@ -656,9 +738,9 @@ def _prebuild(ex, path: str, tmp: str, isolation, deadline: float, mem_mb: int) 
         protocol.nonblocking(from_r)
         protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": seen_as}, deadline)
         msg = protocol.recv(from_r, deadline)
-        if msg.get("type") == "loading":  # the worker's first word, before it reads the submission
-            msg = protocol.recv(from_r, deadline)
-        if msg.get("type") == "ready" and ex.cases:
+        if _expected(msg, nonce, ("loading", "ready", "load_error"))["type"] == "loading":  # before the submission
+            msg = _expected(protocol.recv(from_r, deadline), nonce, ("ready", "load_error"))
+        if msg["type"] == "ready" and ex.cases:
             seed = checker.new_seed()
             args, _ = checker.make_case(ex, ex.cases[0], seed, 0)
             protocol.send(to_w, {"type": "case", "index": 0, "args": args, "nonce": nonce}, deadline)
@@ -725,6 +807,32 @@ def _kill_group(proc) -> None:
         pass
 
 
+def _expected(msg: dict, nonce: str, kinds: tuple) -> dict:
+    """``msg`` when it is one of ``kinds`` carrying this worker's nonce; else protocol.Malformed. Types are checked
+    before values are compared: a forged field may be a tensor, whose ``==`` is not a bool."""
+    kind, their_nonce = msg.get("type"), msg.get("nonce")
+    if type(their_nonce) is not str or their_nonce != nonce or type(kind) is not str or kind not in kinds:
+        shown = kind[:40] if type(kind) is str else type(kind).__name__
+        raise protocol.Malformed(f"expected {'/'.join(kinds)}, got {shown!r}")
+    return msg
+
+
+def _check_index(msg: dict, index: int) -> None:
+    """A case's reply must name that case by its number (a plain int): else protocol.Malformed (a forged reply)."""
+    their = msg.get("index")
+    if type(their) is not int or their != index:
+        shown = their if type(their) is int else type(their).__name__
+        raise protocol.Malformed(f"a reply for case {shown!r} while case {index} ran")
+
+
+def _error_field(msg: dict):
+    """A perf step's "error" field: None or a string; anything else is protocol.Malformed."""
+    error = msg.get("error")
+    if error is not None and type(error) is not str:
+        raise protocol.Malformed(f"perf error is a {type(error).__name__}")
+    return error
+
+
 def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r: int, deadline: float,
               lock: gpulock.GpuLock | None = None, replied: list | None = None) -> None:
     """The grading conversation with one worker (``path``: the submission as the worker sees it); fills ``result``.
@@ -735,9 +843,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         msg = protocol.recv(from_r, deadline)
         if replied is not None:
             replied.append(True)
-        if msg.get("nonce") != nonce or msg.get("type") not in kinds:
-            raise protocol.Malformed(f"expected {'/'.join(kinds)}, got {str(msg.get('type'))[:40]!r}")
-        return msg
+        return _expected(msg, nonce, kinds)
 
     @contextlib.contextmanager
     def gpu_held(exclusive: bool = False):
@@ -780,8 +886,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                     protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
                                          "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
                     msg = expect("judged", "raised")
-                if msg.get("index") != index:
-                    raise protocol.Malformed("verdict for the wrong case")
+                _check_index(msg, index)
                 _note_patched(patched, msg.get("patched"))
                 _note_patched(threads, msg.get("threads"))
                 if msg["type"] == "raised":
@@ -803,8 +908,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             with gpu_held():
                 protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
                 msg = expect("result", "raised")
-            if msg.get("index") != index:
-                raise protocol.Malformed("result for the wrong case")
+            _check_index(msg, index)
             if msg["type"] == "raised":
                 _raised(ex, case, msg, result)
                 return
@@ -838,19 +942,19 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             # Inputs drawn on the CPU holding no lock, moved and the first call made beside other jobs' cases: only
             # the timing holds the GPU alone, in a round with the other timings waiting then (gpulock).
             protocol.send(to_w, {"type": "perf_draw", "nonce": nonce}, deadline)
-            prep_error = expect("perf_drawn").get("error")
+            prep_error = _error_field(expect("perf_drawn"))
             _trace(result.submission, "perf_drawn")
             if not prep_error:
                 with gpu_held():
                     protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
-                    prep_error = expect("perf_prepared").get("error")
+                    prep_error = _error_field(expect("perf_prepared"))
             casework.close()  # its cases are over: its timing waits for the other jobs' cases
             if prep_error:
                 perf = {"error": str(prep_error)}
             else:
                 with gpu_held(exclusive=True):
                     protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
-                    perf = expect("perf").get("perf") or {}
+                    perf = expect("perf").get("perf", {})
             if lock is None or lock.problem:
                 result.timing = f"beside other jobs ({lock.problem if lock else 'no GPU lock'})"
             else:
@@ -896,14 +1000,15 @@ def _perf_fields(perf: dict, baseline: str) -> dict:
 def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: tuple = ()) -> None:
     """The submission raised on ``case`` (or, judged, tampered with what the judge relies on): status error."""
     result.status, result.score = "error", 0.0
-    last = checker.exception_line(str(msg.get("traceback", "")), str(msg.get("exc_type") or ""))[:200]
+    exc_type = msg.get("exc_type") if type(msg.get("exc_type")) is str else ""  # a forged one may be a tensor
+    last = checker.exception_line(str(msg.get("traceback", "")), exc_type)[:200]
     if msg.get("tampered") is True and ex.judge is not None:  # the worker's isinstance(exc, judging.Tampered)
         what = f"tampered with the judge ({last.split(': ', 1)[-1]})"
         result.flags.append("tampered with the judge")
-    elif msg.get("not_implemented"):
+    elif msg.get("not_implemented") is True:
         what = checker.NOT_IMPLEMENTED
     else:
-        what = f"raised {last or str(msg.get('exc_type'))[:60]}"
+        what = f"raised {last or exc_type[:60]}"
     result.message = f"{ex.function} {what} (case {case.name!r})"
     result.checks.append({"name": case.name, "passed": False, "detail": str(msg.get("traceback", ""))[-5000:]})
     _flag_patched(result, patched, threads)
@@ -1027,10 +1132,30 @@ def _say(text: str) -> None:
     print(f"gpucourse grade: {text}", file=sys.stderr, flush=True)
 
 
+NOT_FOR_POINTS = ("graded at the process level, without the bubblewrap sandbox: each submission could read "
+                  "whatever the grader's user can (the solved workbooks, the instructor's solutions, the other "
+                  "submissions), so these results are feedback, not grades: no points, no ranking "
+                  "(--allow-process-isolation accepts them; `gpucourse doctor` says how to get the sandbox)")
+
+
+def standing(isolation: sandbox.Isolation, allow_process_isolation: bool = False) -> dict:
+    """Whether a batch's results may be given points and ranked (``for_points``), and why: under bubblewrap yes;
+    at the process level only where the instructor accepted it (``--allow-process-isolation``), since a submission
+    there can read the solved workbooks and hand in the instructor's answer."""
+    if isolation.sandboxed:
+        return {"for_points": True, "why": "graded in the bubblewrap sandbox"}
+    if allow_process_isolation:
+        return {"for_points": True, "why": "graded at the process level, accepted by the instructor "
+                                           "(--allow-process-isolation): a submission could read the solved "
+                                           "workbooks and the other submissions"}
+    return {"for_points": False, "why": NOT_FOR_POINTS}
+
+
 def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None,
-          isolation: sandbox.Isolation | str | None = None, prebuild_jobs: int | None = None) -> dict:
-    """Grade every path; returns ``{"exercise", "environment", "isolation", "results"}`` with results in the given
-    order. ``progress``: print a line on stderr as each submission finishes (None: only where stderr is a
+          isolation: sandbox.Isolation | str | None = None, prebuild_jobs: int | None = None,
+          allow_process_isolation: bool = False) -> dict:
+    """Grade every path; returns ``{"exercise", "environment", "isolation", "standing", "results"}`` with results in
+    the given order; ``standing`` (:func:`standing`) says whether they may be given points and ranked. ``progress``: print a line on stderr as each submission finishes (None: only where stderr is a
     terminal). ``isolation``: an Isolation, or "auto"/"bubblewrap"/"process" (default: $GPUCOURSE_ISOLATION, else
     auto: bubblewrap where it works); the level used is in the report, and said on stderr when it is not the full
     one.
@@ -1090,7 +1215,7 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
         if ahead is not None:
             ahead.close()
     return {"exercise": ex.id, "environment": environment(), "isolation": isolation.to_dict(),
-            "results": [r.to_dict() for r in results]}
+            "standing": standing(isolation, allow_process_isolation), "results": [r.to_dict() for r in results]}
 
 
 PREBUILD_JOBS_ENV = "GPUCOURSE_PREBUILD_JOBS"  # how many CUDA compiles run at once ahead of the slots (default --jobs)

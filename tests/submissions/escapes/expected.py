@@ -31,5 +31,10 @@ EXPECTED = {
     # through /proc/<pid>/fd: the supervisor is the sandbox's PID 1 and non-dumpable; the report says exit code 137.
     "escape_forge_supervisor_report.py": {"status": "crashed", "message": "the process exited (code 137)",
                                           "flags": ["exits or signals"]},
+    # A forged reply on the worker's channel (a tensor for the case's index): the submission's tampering, never an
+    # internal grader error (issue 39).
+    "escape_forge_case_index.py": {"status": "error", "message": "tampering with the grader's channel: the worker sent "
+                                                                 "a message it never sends (a reply for case 'Tensor'",
+                                   "flags": ["tampered with the grader's channel"]},
 }
 GPU_ONLY = False

@@ -1,9 +1,14 @@
 """What `gpucourse grade` must say of each known submission of int8_gemv."""
 _CANCEL = "M=2, cancelling halves, K=4096"
 EXPECTED = {
-    # The instructor's kernel imported from the course package is not the learner's: its launches are not counted.
-    "cheat_course_kernel.py": {"status": "failed", "message": "no Triton kernel was launched",
+    # The instructor's kernel imported from the course package answers for it: an error naming the course's code
+    # (issue 39; it used to fail with "no Triton kernel was launched").
+    "cheat_course_kernel.py": {"status": "error", "message": "int8_gemv used the course's own code: it imports the "
+                                                             "course's lessons",
                                "flags": ["imports the course's lessons"]},
+    # The same kernel through a module name built at run time: no import to see, its launches are the course's.
+    "cheat_course_kernel_by_name.py": {"status": "failed", "message": "used the course's own code: launched the "
+                                                                     "course's kernel w8a16_kernel"},
     "right_rows.py": {"status": "passed", "message": "all 7 cases passed"},
     # bf16 partial sums: the cancelling case is built to fail it; random K-long sums fail too, though not always
     # (even the smallest case, M=1 256x512, failed once in CI by one element: no case is expected to pass).
@@ -11,11 +16,21 @@ EXPECTED = {
     # A Triton kernel dequantizes, torch multiplies: a torch op on what the kernel derived from the inputs fails
     # every case (the bf16 rounding alone would show only where large products cancel); the matmul is flagged too.
     "wrong_dequant_bf16_torch_matmul.py": {"status": "failed",
-                                           "message": "7 of 7 cases failed; first: M=1, 256x512: uses torch to "
-                                                      "compute on the inputs or on what was derived from them: aten.mm",
+                                           "message": "7 of 7 cases failed; first: M=1, 256x512: calls "
+                                                      "aten.mm.default: this exercise asks for your own kernel",
                                            "flags": ["calls aten.mm"]},
     "wrong_torch_dequant_matmul.py": {"status": "failed", "message": "no Triton kernel was launched",
                                       "flags": ["calls aten.mm"]},
+    # torch's mm on copies made through NumPy (no "use" of the inputs), a kernel copying its result: a matmul op
+    # is forbidden however it is reached (issue 39; it passed with a flag).
+    "wrong_torch_mm_on_laundered_copies.py": {"status": "failed", "message": "7 of 7 cases failed; first: M=1, "
+                                                                            "256x512: calls aten.mm.default",
+                                              "flags": ["calls aten.mm"]},
+    # An unmasked store whose padding lanes (zeros) land in the next row: the out-of-bounds write leads, not "never
+    # written into a zero-initialised output?" (the output came from torch.empty; issue 39).
+    "wrong_unmasked_store_spills_zeros.py": {"status": "failed", "message": "past the end of a",
+                                             "fails": ["M=5, N ragged against the block, K just above a power of "
+                                                       "two"], "passes": ["M=1, 256x512"]},
     "wrong_unmasked_n.py": {"status": "failed", "message": "past the end",
                             "fails": ["M=5, N ragged against the block, K just above a power of two"],
                             "passes": ["M=1, 256x512"]},

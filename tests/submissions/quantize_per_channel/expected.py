@@ -1,5 +1,9 @@
 """What `gpucourse grade` must say of each known submission of quantize_per_channel."""
 EXPECTED = {
+    # Lesson 07's own helpers compute the answer: an error naming the course's code, not a pass with a flag.
+    "cheat_course_helpers.py": {"status": "error", "message": "quantize_per_channel used the course's own code: it "
+                                                              "imports the course's lessons",
+                                "flags": ["imports the course's lessons"]},
     "right_torch.py": {"status": "passed", "message": "all 6 cases passed"},
     "wrong_per_tensor_scale.py": {"status": "failed", "message": "one scale for the whole tensor",
                                   "fails": ["int8, 64x256", "int8, one outlier per row"]},
