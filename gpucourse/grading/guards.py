@@ -93,9 +93,13 @@ def span(shape, stride) -> int:
 
 def guarded(t: torch.Tensor, guard: int = GUARD) -> dict:
     """A copy of ``t`` with the same shape and strides, inside a buffer with canaries around and between elements."""
-    if t.dtype not in _PATTERNS or any(st < 0 for st in t.stride()):
+    if any(st < 0 for st in t.stride()):
         return {"buffer": t.contiguous().clone(), "shape": tuple(t.shape), "stride": tuple(t.contiguous().stride()),
                 "offset": 0}
+    if t.dtype not in _PATTERNS:  # no canary pattern for this dtype (FP8): the same strides, no canaries around
+        buf = torch.empty(span(t.shape, t.stride()), dtype=t.dtype, device=t.device)
+        buf.as_strided(t.shape, t.stride(), 0).copy_(t)
+        return {"buffer": buf, "shape": tuple(t.shape), "stride": tuple(t.stride()), "offset": 0}
     n = span(t.shape, t.stride())
     buf = canary_(torch.empty(guard + n + guard, dtype=t.dtype, device=t.device))
     view = buf.as_strided(t.shape, t.stride(), guard)

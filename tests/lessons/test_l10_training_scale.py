@@ -49,12 +49,25 @@ def test_live_tensors_counts_new_storages_not_views_and_forgets_freed_ones():
 
 def test_memory_budget_judge_names_the_figure_and_the_ratio():
     params = dict(mb_ex.EXERCISE.cases[0].params)
-    truth = budget.predict(model.config(model.CPU_CONFIG, **params))
+    cfg = model.config(model.CPU_CONFIG, **mb_ex.drawn(params, 1))
+    truth = budget.predict(cfg)
     assert mb_ex.judge(lambda cfg: dict(truth), params, seed=1) == []
     half = dict(truth, optimizer=truth["optimizer"] / 2)
     (problem,) = mb_ex.judge(lambda cfg: half, params, seed=1)
     assert problem.startswith("optimizer: you said") and "0.50x the measurement" in problem
+    assert f"at d={cfg['d']}, layers={cfg['layers']}" in problem and "draws the sizes afresh" in problem
     assert mb_ex.judge(lambda cfg: [1, 2], params, seed=1)[0].startswith("memory_budget returned list")
+
+
+def test_memory_budget_cases_draw_fresh_sizes_in_the_cases_mode():
+    drawn = [mb_ex.drawn(dict(mb_ex.EXERCISE.cases[0].params), seed) for seed in range(100)]  # (each case its seed)
+    assert len({(d["d"], d["layers"], d["batch"], d["seq"]) for d in drawn}) > 80  # not a handful a table could hold
+    for case in mb_ex.EXERCISE.cases:
+        d = mb_ex.drawn(dict(case.params), 7)
+        assert (d["precision"], d["checkpoint"]) == (case.params["precision"], case.params["checkpoint"])
+        assert d["d"] % d["heads"] == 0 and d["batch"] >= 2  # one sequence would not tell per-batch from per-sequence
+    assert mb_ex.drawn({"precision": "fp32", "checkpoint": "none"}, 3) == mb_ex.drawn(
+        {"precision": "fp32", "checkpoint": "none"}, 3)
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])

@@ -4,7 +4,12 @@ The cheat (torch._scaled_mm behind a dummy Triton launch) gives right answers; i
 torch's matmul ops (``Exercise.forbidden_ops``), and the call is flagged for a human as well.
 """
 EXPECTED = {
-    "right_basic.py": {"status": "passed", "message": "all 6 cases passed"},
+    "right_basic.py": {"status": "passed", "message": "all 7 cases passed"},
+    # Issue 39: b came only row-major before, so a kernel that ignored b's strides passed.
+    "wrong_ignores_b_strides.py": {"status": "failed", "message": "elements differ",
+                                   "fails": ["48x40, K=64, b column-major (strides (1, 64), as torch._scaled_mm takes "
+                                             "it)"],
+                                   "passes": ["64x64x64", "48x32, K=80 (K tail)"]},
     "wrong_no_ceil_division.py": {"status": "failed", "message": "elements never written",
                                   "fails": ["16x16x16 (one tile, smaller than the block)"]},
     "wrong_scales_twice.py": {"status": "failed", "message": "elements differ"},

@@ -14,6 +14,8 @@ EXPECTED = {
     "wrong_process_group_allreduce.py": {"status": "failed", "message": "called a collective (c10d.allreduce_)"},
     "wrong_sends_whole_tensor.py": {"status": "failed", "message": "send chunks, not whole tensors",
                                     "passes": ["2 ranks: 1000, 1001 and 1 elements"]},
+    # Issue 39: the sums came through the process group's store, not through send/recv.
+    "cheat_through_the_store.py": {"status": "failed", "message": "wrote to the process group's store"},
     "cheat_course_solution.py": {"status": "error", "message": "ring_all_reduce is the course's own solution"},
 }
 GPU_ONLY = False

@@ -84,8 +84,8 @@ def make_inputs(params: dict, gen) -> tuple:
     y = torch.randn(k, n, generator=gen) * mag_b
     a, scale_a = quantize(x, dtype_name)
     b, scale_b = quantize(y, dtype_name)
-    if params.get("layout") == "b k-major":  # column-major b, as torch._scaled_mm wants (kept for timing only:
-        b = b.t().contiguous().t()  # the checker's copies of FP8 inputs are contiguous)
+    if params.get("layout") == "b k-major":  # column-major b, as torch._scaled_mm wants it (the checker's copies
+        b = b.t().contiguous().t()  # keep these strides: a kernel must read b through b.stride())
     return a, b, scale_a, scale_b
 
 
@@ -123,6 +123,8 @@ EXERCISE = Exercise(
         Case("48x32, K=80 (K tail)", {"m": 48, "n": 32, "k": 80}),
         Case("M=16, N=208, K=48 (one row of tiles, ragged N)", {"m": 16, "n": 208, "k": 48}),
         Case("M=144, N=16, K=32 (skinny N)", {"m": 144, "n": 16, "k": 32}),
+        Case("48x40, K=64, b column-major (strides (1, 64), as torch._scaled_mm takes it)",
+             {"m": 48, "n": 40, "k": 64, "layout": "b k-major"}),
         Case("large, ragged against any block", {"m": _LARGE[0], "n": _LARGE[1], "k": _LARGE[2]}),
     ),
     tolerance={"bfloat16": Tolerance(8e-3, 4e-3)},  # see the module docstring

@@ -1,6 +1,7 @@
 """Lesson 10's first exercise: the memory budget of a training step of the lesson's transformer, on paper.
 
-Judged (``Exercise.judge``): for each case the judge builds the model at the case's config and measures one training
+Judged (``Exercise.judge``): for each case the judge draws the sizes from the case's secret seed (the case names
+the mode: precision and checkpointing), builds the model at that config and measures one training
 step (model.measure_budget) before it calls the learner's function: the bytes of the parameters, of the gradients
 after backward, of AdamW's state after the step, and of the activations alive when the forward pass ends (on a GPU
 the allocator's ``memory_allocated`` after the forward minus before it; on the CPU the storages created by the
@@ -9,6 +10,7 @@ forward and still alive, tracked op by op). Each figure must be within 10% of th
 from __future__ import annotations
 
 import numbers
+import random
 
 from gpucourse.grading.exercise import Case, Exercise
 from gpucourse.grading.traps import trapped
@@ -28,7 +30,7 @@ itself existed before and does not count). Write it from the model's code, on pa
 each layer keep for its backward, in which dtype? (Layer norm keeps its input and two float32 numbers per token; a
 linear layer keeps its input, and under autocast the bf16 copy of its weight; attention keeps q, k, v, its output
 and one float32 log-sum-exp per query and head; GELU keeps its input.)
-The check builds the model at each case's config and measures a training step (GPU: `torch.cuda.memory_allocated`;
+The check builds the model at each case's mode, with sizes it draws afresh each run, and measures a training step (GPU: `torch.cuda.memory_allocated`;
 CPU: every tensor the forward pass creates, tracked until it is freed); each of your four figures must be within 10%
 of the measurement. Do not call the lesson's own `budget` functions.
 """
@@ -46,8 +48,17 @@ def _warm_up() -> None:
 _warm_up()
 
 
+def drawn(params: dict, seed: int) -> dict:
+    """The case's mode (precision, checkpointing) at sizes drawn from the case's secret seed: a fresh configuration
+    every run, so that no table of answers for the listed cases can pass. Small enough to measure on a CPU."""
+    rng = random.Random(seed)
+    heads = rng.choice((2, 4, 8))
+    return dict(params, heads=heads, d=heads * rng.choice((8, 12, 16)), layers=rng.randint(1, 4),
+                batch=rng.randint(2, 4), seq=rng.choice(range(24, 121, 8)))
+
+
 def judge(fn, params: dict, seed: int) -> list:
-    cfg = model.config(model.CPU_CONFIG, **params)
+    cfg = model.config(model.CPU_CONFIG, **drawn(params, seed))
     measured = model.measure_budget(cfg, seed=seed % 1000, peak=False)
     with trapped(budget.predict, budget.activations, budget.activations_per_block, budget.predict_peak):
         got = fn(dict(cfg))
@@ -66,6 +77,9 @@ def judge(fn, params: dict, seed: int) -> list:
         if abs(ratio - 1) > TOLERANCE:
             problems.append(f"{key}: you said {have:,.0f} bytes, measured {want:,.0f} ({ratio:.2f}x the "
                             f"measurement; within {TOLERANCE:.0%} passes)")
+    if problems:
+        sizes = ", ".join(f"{k}={cfg[k]}" for k in ("d", "layers", "heads", "batch", "seq"))
+        problems[0] += f" (at {sizes}: each run draws the sizes afresh, keeping the case's mode)"
     return problems
 
 
@@ -81,17 +95,12 @@ EXERCISE = Exercise(
     kind="none",
     make_inputs=None,  # judged: the judge measures a training step at each case's config
     reference=None,
-    cases=(
-        _case("fp32, 2 blocks, d 64, batch 2 x 64", d=64, layers=2, heads=4, batch=2, seq=64, precision="fp32",
-              checkpoint="none"),
-        _case("bf16 autocast, 3 blocks, d 64, batch 4 x 48", d=64, layers=3, heads=2, batch=4, seq=48,
-              precision="bf16", checkpoint="none"),
-        _case("fp32, every block checkpointed, 4 blocks, d 96, batch 2 x 80", d=96, layers=4, heads=4, batch=2,
-              seq=80, precision="fp32", checkpoint="block"),
-        _case("bf16 autocast, MLPs checkpointed, 2 blocks, d 128, batch 1 x 100", d=128, layers=2, heads=8,
-              batch=1, seq=100, precision="bf16", checkpoint="mlp"),
-        _case("bf16 autocast, every block checkpointed, 3 blocks, d 64, batch 3 x 64", d=64, layers=3, heads=4,
-              batch=3, seq=64, precision="bf16", checkpoint="block"),
+    cases=(  # modes; the sizes are drawn from each case's seed (``drawn``)
+        _case("fp32", precision="fp32", checkpoint="none"),
+        _case("bf16 autocast", precision="bf16", checkpoint="none"),
+        _case("fp32, every block checkpointed", precision="fp32", checkpoint="block"),
+        _case("bf16 autocast, MLPs checkpointed", precision="bf16", checkpoint="mlp"),
+        _case("bf16 autocast, every block checkpointed", precision="bf16", checkpoint="block"),
     ),
     determinism=None,
     judge=judge,

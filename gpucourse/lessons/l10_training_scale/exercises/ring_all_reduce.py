@@ -95,7 +95,7 @@ def _forbid(module, name: str, calls: list) -> None:
     setattr(module, name, collective)
 
 
-def _child(fn, rank: int, world: int, store_path: str, tensors: list, conn, log_path: str) -> None:
+def _child(fn, rank: int, world: int, store_path: str, tensors: list, conn, log_path: str, go=None) -> None:
     """One rank: join the group, call ``fn`` on each tensor under the watch, send back the results (as NumPy arrays:
     a tensor sent through a pipe would live in shared memory that dies with this process)."""
     try:
@@ -117,6 +117,8 @@ def _child(fn, rank: int, world: int, store_path: str, tensors: list, conn, log_
             torch.zeros(1).add_(1)
         watch.sent, watch.collectives = 0, []
         conn.send(("ready", rank))
+        if go is not None and not go.wait(STARTUP_S):  # the judge notes the store's size, then lets every rank go
+            return
         results = []
         for t in tensors:
             mine = t.clone()
@@ -164,11 +166,13 @@ def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S, star
     tmp = tempfile.mkdtemp(prefix="ring_judge_")
     store = os.path.join(tmp, "store")
     procs, pipes = [], []
+    go = ctx.Event()
+    store_size = None
     try:
         for r in range(world):
             recv_end, send_end = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_child, args=(fn, r, world, store, inputs[r], send_end,
-                                                 os.path.join(tmp, f"rank{r}.log")), daemon=True)
+                                                 os.path.join(tmp, f"rank{r}.log"), go), daemon=True)
             p.start()
             send_end.close()
             procs.append(p)
@@ -190,6 +194,8 @@ def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S, star
                     if msg[0] == "ready":
                         ready.add(r)
                         if len(ready) == world:  # the learner's clock starts now
+                            store_size = _size(store)
+                            go.set()
                             end = time.monotonic() + deadline_s
                         continue
                     replies[r] = msg
@@ -201,7 +207,8 @@ def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S, star
                         "seconds": time.monotonic() - t_start}
             return {"status": "timeout", "waiting": sorted(set(range(world)) - set(replies))}
         return {"status": "ok", "results": [[torch.from_numpy(a) for a in replies[r][2]] for r in range(world)],
-                "collectives": [replies[r][3] for r in range(world)], "sent": [replies[r][4] for r in range(world)]}
+                "collectives": [replies[r][3] for r in range(world)], "sent": [replies[r][4] for r in range(world)],
+                "store_written": _size(store) != store_size}
     finally:
         for p in procs:
             if p.is_alive():
@@ -213,6 +220,18 @@ def run_ranks(fn, world: int, inputs: list, deadline_s: float = DEADLINE_S, star
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))
         os.rmdir(tmp)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return -1
+
+
+def ring_floor(n: int, world: int) -> int:
+    """Elements a rank sends in any ring all-reduce of n elements (one ring, or two over halves), at least."""
+    return 2 * (world - 1) * max(0, n // world - 1)
 
 
 def _tail(path: str, lines: int = 3) -> str:
@@ -283,6 +302,16 @@ def judge(fn, params: dict, seed: int) -> list:
                                 f"{chunks[:8]} of a split into {world} chunks {bounds}")
                 break
     sizes = [math.prod(s) for s in params["shapes"]]
+    if got.get("store_written"):
+        problems.append("the ranks wrote to the process group's store during your function: exchange the tensors "
+                        "with dist.send/dist.recv (or isend/irecv), not through the store")
+    floor = sum(ring_floor(n, world) for n in sizes)
+    for r in range(world):
+        if got["sent"][r] < floor:
+            problems.append(f"rank {r} sent {got['sent'][r]} elements with send/isend for tensors of {sizes} "
+                            f"elements; a ring sends at least 2 (N - 1) (n // N - 1) per tensor ({floor} in all): "
+                            f"the sums did not come through send/recv")
+            break
     limit = sum(ring_limit(n, world) for n in sizes)
     for r in range(world):
         if got["sent"][r] > limit:
