@@ -50,10 +50,22 @@ def test_above_peak_flops_is_flagged_and_l2_cause_named():
 def test_cpu_bench_measures_a_known_duration():
     if gpucourse.on_gpu():
         pytest.skip("host-timer path only")
+    def plain_median_ms() -> float:  # the same sleep timed plainly, beside the bench: what the machine gives now
+        samples = []
+        for _ in range(15):
+            t0 = time.perf_counter()
+            time.sleep(0.002)
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return sorted(samples)[len(samples) // 2]
+
+    before = plain_median_ms()
     r = gpucourse.bench(time.sleep, 0.002, warmup_ms=5, rep_ms=60, name="sleep 2 ms")
+    after = plain_median_ms()
     assert r.mode == "cpu" and r.name == "sleep 2 ms"
     assert len(r.samples) >= 10
-    assert 1.9 <= r.median_ms <= 4.0  # sleep never returns early; the scheduler may add a little
+    # sleep never returns early; the scheduler adds a little idle (under 4 ms), more on a loaded machine, where the
+    # plain timing around the bench stretches alike
+    assert 1.9 <= r.median_ms <= max(4.0, 2 * max(before, after)), (r.median_ms, before, after)
     assert r.gbps is None and r.pct_of_peak_bw is None
 
 
