@@ -53,20 +53,7 @@ def sync(dev) -> None:
 def timed(fn, dev, reps: int, warmup: int = 2) -> float:
     """Median seconds of ``fn()`` across ``reps`` calls, each call's time the slowest rank's (a collective ends when
     its last rank does); ranks start each call together after a barrier."""
-    for _ in range(warmup):
-        fn()
-    sync(dev)
-    times = []
-    for _ in range(reps):
-        dist.barrier()
-        sync(dev)
-        t0 = time.perf_counter()
-        fn()
-        sync(dev)
-        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        times.append(float(t))
-    return sorted(times)[len(times) // 2]
+    return timed_rounds({"fn": fn}, dev, reps, warmup)["fn"]
 
 
 def timed_rounds(fns: dict, dev, reps: int, warmup: int = 3) -> dict:
