@@ -21,6 +21,8 @@ import importlib
 
 import os
 
+from . import interpreter
+
 _counts: collections.Counter = collections.Counter()
 _course_counts: collections.Counter = collections.Counter()  # launches of kernels defined in the course's package
 _installed = False
@@ -52,13 +54,21 @@ def _wrap(orig):
         if _state["skip"] and outer:
             return None
         _state["depth"] += 1
+        start = interpreter.mark()
         try:
-            return orig(self, *args, **kwargs)
+            result = orig(self, *args, **kwargs)
         finally:
             _state["depth"] -= 1
             watch = _state["watch"]
             if outer and watch is not None:  # what the kernel was given may now hold what it computed
                 watch.derive(list(args) + list(kwargs.values()))
+            # torch/NumPy in an interpreted kernel body (interpreter.py): a use, even where the error was swallowed
+            body_uses = interpreter.violations_since(start) if outer else []
+            if body_uses and watch is not None and watch.uses is not None:
+                watch.uses.update(body_uses)
+        if body_uses:  # the body caught the interpreter's error: the launch fails all the same
+            raise interpreter.KernelBodyError(body_uses[0])
+        return result
 
     run.__gpucourse_counter__ = True
     return run
@@ -67,6 +77,7 @@ def _wrap(orig):
 def install() -> bool:
     """Hook Triton's launch path (idempotent). Returns False when Triton is not installed."""
     global _installed
+    interpreter.install()  # CPU mode: kernel bodies held to Triton, bf16 computed as on a GPU (idempotent)
     if _installed:
         return True
     found = False

@@ -5,6 +5,9 @@ ways: the one that computes them with torch calls a forbidden op (both modes); t
 Triton kernel into torch.empty fails the memory bound of the long case (both modes: on a GPU the allocator's peak,
 in CPU mode what torch.empty handed out).
 """
+_BODY = "may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would not compile)"
+# torch/NumPy inside a @triton.jit body: stopped in CPU mode as a GPU's compiler refuses it (grading/interpreter.py).
+_GPU_REFUSES = {"status": ("error", "failed"), "message": None}
 EXPECTED = {
     "right_forward.py": {"status": "passed", "message": "all 11 cases passed"},
     "wrong_no_rescale_of_accumulator.py": {"status": "failed", "message": "elements differ",
@@ -27,5 +30,9 @@ EXPECTED = {
     "cheat_sdpa_behind_dummy_kernel.py": {"status": "failed",
                                           "message": "calls aten._scaled_dot_product",
                                           "flags": ["calls aten._scaled_dot_product"]},
+    # Attention computed with torch inside the body, softmax reached by getattr on a string: refused.
+    "cheat_torch_in_jit.py": {"status": "error", "message": _BODY, "gpu": _GPU_REFUSES},
+    # tl.dot on bf16 blocks without an upcast: computed as on a GPU, not on the raw bits (issue 39).
+    "right_bf16_dot.py": {"status": "passed", "message": "all 11 cases passed"},
 }
 GPU_ONLY = False

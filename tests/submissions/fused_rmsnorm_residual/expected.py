@@ -1,6 +1,9 @@
 """What `gpucourse grade` must say of each known submission of fused_rmsnorm_residual."""
 _ALL = ["1 row of 1", "ragged n, float32", "n = 4096, float16", "(batch, seq, n), bfloat16", "strided rows",
         "tiny values (x1e-3), eps 1e-5", "large values (x40), float16", "long rows, bfloat16"]
+_BODY = "may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would not compile)"
+# torch/NumPy inside a @triton.jit body: stopped in CPU mode as a GPU's compiler refuses it (grading/interpreter.py).
+_GPU_REFUSES = {"status": ("error", "failed"), "message": None}
 EXPECTED = {
     "right_one_kernel.py": {"status": "passed", "message": "all 8 cases passed"},
     # The compiler's kernels compute the answer: torch ops on the inputs are seen (torch.compile runs them eagerly
@@ -23,5 +26,9 @@ EXPECTED = {
                                           "fails": _ALL},
     "wrong_two_kernels.py": {"status": "failed", "message": "launched 2 kernels per call; at most 1 allowed",
                              "fails": _ALL},
+    # A plain helper called from the body does the work with torch (an alias, getattr by string): refused.
+    "cheat_torch_helper_in_jit.py": {"status": "error", "message": _BODY, "gpu": _GPU_REFUSES},
+    # bf16 `+` and `*` in the kernel: computed as on a GPU, not on the raw bits (issue 39).
+    "right_bf16_arithmetic.py": {"status": "passed", "message": "all 8 cases passed"},
 }
 GPU_ONLY = False
