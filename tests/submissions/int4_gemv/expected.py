@@ -10,7 +10,8 @@ EXPECTED = {
                                       "fails": ["M=1, 256x512, group 128"]},
     "wrong_sign_lost.py": {"status": "failed", "message": "7 of 7 cases failed",
                            "fails": ["M=1, 256x512, group 128"]},
-    "wrong_torch_dequant_matmul.py": {"status": "failed", "message": "no Triton kernel was launched",
+    "wrong_torch_dequant_matmul.py": {"status": "failed",
+                                      "message": "no Triton kernel was launched",
                                       "flags": ["calls aten.mm"]},
     # Tensor methods on the tensors passed as tl.constexpr, inside the body: caught as the body runs.
     "cheat_torch_in_jit.py": {"status": "error", "message": _BODY, "gpu": _GPU_REFUSES},
