@@ -415,8 +415,8 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
     """DDP against FSDP2, per rank: bytes of parameters, gradients and AdamW state held, and on a GPU the peak of a
     step, its time and the GPU's busy time in it. Two configurations: "activations", the lesson's batch without
     checkpointing (activations dominate the peak), and "states", one sequence per rank with every block checkpointed
-    (parameters, gradients and AdamW's state dominate: what FSDP2 shards); on GPUs also "states_wide", the same at
-    width 2048 (four times the parameters). Kinds: DDP as the lesson runs it, ``fully_shard`` per block with its
+    (parameters, gradients and AdamW's state dominate: what FSDP2 shards); with ``--wide`` (GPUs) also
+    "states_wide", the same at width 2048 (four times the parameters). Kinds: DDP as the lesson runs it, ``fully_shard`` per block with its
     defaults, tuned (:func:`_fsdp2`), and on GPUs fewer units (:func:`_fsdp2_units`). Peaks are measured with one
     model resident at a time; the step times in interleaved rounds with all of them resident."""
     gpu = dev.type == "cuda"
@@ -433,7 +433,7 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
             net = _fsdp2_units(model, cfg, 2 if kind == "fsdp2_two_units" else 1)
         return net, torch.optim.AdamW(net.parameters(), lr=1e-4, fused=gpu or kind == "ddp"), x, y
 
-    for regime in ("activations", "states", "states_wide") if gpu else ("activations", "states"):
+    for regime in ("activations", "states") + (("states_wide",) if gpu and args.wide else ()):
         cfg = dict(_cfg(backend, args.precision))
         if regime.startswith("states"):
             cfg.update(batch=1, checkpoint="block")
@@ -510,6 +510,7 @@ def main() -> None:
     ap.add_argument("task", choices=sorted(TASKS))
     ap.add_argument("--out", required=True)
     ap.add_argument("--compile", action="store_true", help="GPU: also time the model compiled (ddp, fsdp)")
+    ap.add_argument("--wide", action="store_true", help="GPU: fsdp also at width 2048 (the recorded run's third regime)")
     ap.add_argument("--precision", default=None, choices=M.PRECISIONS,
                     help="default: bf16, or fp16 with a GradScaler on GPUs without bf16 tensor cores (a T4)")
     args = ap.parse_args()

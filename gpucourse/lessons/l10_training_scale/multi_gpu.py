@@ -84,7 +84,7 @@ def run(nproc: int, tasks, out_dir: str, compile: bool = True, merge: bool = Fal
     for task in tasks:
         t0 = time.time()
         try:
-            extra = ("--compile",) if compile and task in ("ddp", "fsdp") else ()
+            extra = (("--compile",) if compile and task in ("ddp", "fsdp") else ()) + (("--wide",) if task == "fsdp" else ())
             res["tasks"][task] = launch.torchrun(task, nproc=nproc, args=("--precision", "bf16", *extra),
                                                  retry=False)
         except Exception as exc:  # noqa: BLE001 - keep the other tasks' results
