@@ -131,3 +131,28 @@ def test_flash_attention_check_refuses_sdpa_and_bounds_memory():
     ok = checker.memory_problem(fa_ex.EXERCISE, args, [{"extra_bytes": limit}, {"extra_bytes": 10 * limit}])
     bad = checker.memory_problem(fa_ex.EXERCISE, args, [{"extra_bytes": limit + 1}, {"extra_bytes": 2 * limit}])
     assert ok == [] and "beyond its inputs during the call" in bad[0]
+
+
+def test_online_softmax_combines_per_block_statistics_freely_but_not_kept_elements():
+    """Per-block maxima and sums stacked and reduced at the end are statistics (allowed); a reduction over the kept
+    elements of several blocks is a second pass on copies (issue 39)."""
+    from gpucourse.lessons.l08_flash_attention.exercises import online_softmax as ex
+
+    def stats_at_the_end(x, block):
+        blocks = [x[:, j:j + block].to(torch.float32, copy=True) for j in range(0, x.shape[1], block)]
+        ms = torch.stack([b.amax(dim=1) for b in blocks], dim=1)  # one maximum per block: statistics
+        m = ms.amax(dim=1)
+        es = [torch.exp(b - m[:, None]) for b in blocks]
+        s = torch.stack([e.sum(dim=1) for e in es], dim=1).sum(dim=1)
+        return torch.cat([e / s[:, None] for e in es], dim=1).to(x.dtype)
+
+    def sum_over_kept(x, block):
+        blocks = [x[:, j:j + block].to(torch.float32, copy=True) for j in range(0, x.shape[1], block)]
+        m = torch.stack([b.amax(dim=1) for b in blocks], dim=1).amax(dim=1)
+        e = torch.exp(torch.cat(blocks, dim=1) - m[:, None])
+        return (e / e.sum(dim=1, keepdim=True)).to(x.dtype)
+
+    params = dict(ex.EXERCISE.cases[0].params)  # 4x64, block 16
+    assert ex.judge(stats_at_the_end, params, seed=3) == []
+    (problem,) = ex.judge(sum_over_kept, params, seed=3)
+    assert problem.startswith("aten.sum combined 64 elements computed from x along one dimension; block=16")

@@ -9,6 +9,13 @@ EXPECTED = {
     "wrong_block_not_copied.py": {"status": "failed", "message": "element(s) of x read more than once"},
     "cheat_torch_softmax_whole_rows.py": {"status": "failed", "message": "read 64 columns of x at once; block=16",
                                           "passes": ["2x20, block 64 (one block wider than the row)"]},
+    # Issue 39: the reads are legal (each block once), the softmax is not online: done on kept copies.
+    "cheat_softmax_of_kept_blocks.py": {"status": "failed", "message": "elements computed from x along one dimension",
+                                        "passes": ["2x20, block 64 (one block wider than the row)",
+                                                   "6x1, block 8 (width 1)"]},
+    "cheat_two_passes_over_kept_copies.py": {"status": "failed", "message": "is a second pass",
+                                             "passes": ["2x20, block 64 (one block wider than the row)",
+                                                        "6x1, block 8 (width 1)"]},
     "wrong_running_sum_not_rescaled.py": {"status": "failed", "message": "too small by the same factor",
                                           "fails": ["4x96, block 16, maximum rising to the right"]},
     "wrong_max_not_subtracted.py": {"status": "failed", "message": "non-finite output where the reference is finite",

@@ -4,11 +4,16 @@ Judged (``Exercise.judge``): the judge hands the learner's function a read-count
 the check proves what the exercise is about: every element of ``x`` read exactly once, by operations that each see
 at most ``block`` columns, and the answer equal to softmax. Reading a block once and keeping it is allowed (that is
 what a kernel does with a tile); a second pass over ``x`` (the max first, then the exponentials) is not, nor one
-operation over whole rows (``torch.softmax(x)``).
+operation over whole rows (``torch.softmax(x)``). The same holds for what the function computes from x
+(``_Derived``): a max, sum or softmax over more than ``block`` columns of kept copies is a second pass, or a
+whole-row softmax, done on copies; combining per-block statistics is free.
 """
 from __future__ import annotations
 
 import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from gpucourse import device
 from gpucourse.grading import compare
@@ -27,7 +32,9 @@ and no operation may see more than `block` columns of `x`. So load each block on
 `split` and other views read nothing. Keep a running maximum `m` and a running sum `l` per row; when a block
 raises `m`, rescale `l` (and anything else computed against the old `m`) by `exp(m_old - m_new)`. Keep what
 each block needs for the output (its exponentials, and the `m` they were computed against), and finish with a
-correction that reads only what you kept, never `x`. Values can be large (|x| up to ~6e4): never `exp` an
+correction that reads only what you kept, never `x`.
+A max, a sum or a softmax over more than `block` columns of what you kept fails too: that is a second pass
+(or a whole-row softmax) done on copies. Values can be large (|x| up to ~6e4): never `exp` an
 unshifted value. Do not modify `x`.
 """
 
@@ -46,16 +53,98 @@ def reference(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.to(torch.float64), dim=-1).to(x.dtype)
 
 
+# Operations that combine elements along a dimension: (dimension argument's position, default). A matrix product
+# combines along its inner dimension (handled apart).
+_ALONG = {"aten.amax": (1, None), "aten.amin": (1, None), "aten.max": (1, None), "aten.min": (1, None),
+          "aten.sum": (1, None), "aten.mean": (1, None), "aten.prod": (1, None), "aten.logsumexp": (1, None),
+          "aten._softmax": (1, None), "aten._log_softmax": (1, None), "aten.softmax": (1, None),
+          "aten.log_softmax": (1, None), "aten.cumsum": (1, None), "aten.cumprod": (1, None),
+          "aten.cummax": (1, None), "aten.logcumsumexp": (1, None), "aten.sort": (1, -1), "aten.topk": (2, -1),
+          "aten.argmax": (1, None), "aten.argmin": (1, None), "aten.var": (1, None), "aten.std": (1, None),
+          "aten.norm": (2, None), "aten.linalg_vector_norm": (2, None), "aten.kthvalue": (2, -1),
+          "aten.median": (1, None), "aten.nansum": (1, None), "aten.all": (1, None), "aten.any": (1, None)}
+_MATMUL = {"aten.mm", "aten.bmm", "aten.addmm", "aten.matmul", "aten.mv", "aten.dot", "aten.baddbmm",
+           "aten.addmv", "aten.linear", "aten.einsum", "aten.tensordot"}
+
+
+class _Derived(TorchDispatchMode):
+    """Follows what the function computes from ``x``: a tensor made by an element-wise operation (or a copy, a
+    concatenation) from x's elements holds element data; a reduction's result holds statistics. An operation that
+    combines more than ``block`` elements of element data along one dimension (a max, a sum, a softmax, a matrix
+    product) is what the exercise forbids, whether it reads x or copies of x kept from earlier blocks: that is a
+    softmax over whole rows, or a second pass, done on copies. Statistics (the per-block maxima and sums) may be
+    combined freely. NumPy or Python numbers escape this watch."""
+
+    def __init__(self, block: int):
+        super().__init__()
+        self.block, self.elem, self.wide = block, WeakIdKeyDictionary(), []
+
+    def _is_elem(self, t) -> bool:
+        return isinstance(t, Counted) or (isinstance(t, torch.Tensor) and t in self.elem)
+
+    def _along(self, name: str, args, kwargs) -> int:
+        """How many elements of element data the operation combines along one dimension (0: none)."""
+        base = name.split(".")[0] if name.count(".") > 1 else name
+        if base in _MATMUL:
+            mats = [a for a in args if isinstance(a, torch.Tensor) and a.dim() >= 1]
+            if any(self._is_elem(a) for a in mats):
+                return max(int(a.shape[-1]) for a in mats)
+            return 0
+        if base not in _ALONG or not args or not self._is_elem(args[0]):
+            return 0
+        t = args[0]
+        pos, default = _ALONG[base]
+        dim = kwargs.get("dim", args[pos] if len(args) > pos else default)
+        if isinstance(dim, (list, tuple)):
+            dims = list(dim)
+        elif dim is None:
+            return int(t.numel())  # over everything
+        else:
+            dims = [dim]
+        if not dims:
+            return int(t.numel())
+        n = 1
+        for d in dims:
+            if isinstance(d, int) and t.dim():
+                n *= int(t.shape[d])
+        return n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(func.overloadpacket) if hasattr(func, "overloadpacket") else str(func)
+        name = name if name.startswith("aten.") else "aten." + name.split("::")[-1]
+        out = func(*args, **kwargs)
+        flat = pytree.tree_leaves((args, kwargs))
+        if not any(self._is_elem(a) for a in flat):
+            return out
+        along = self._along(name, args, kwargs)
+        if along > self.block:
+            self.wide.append((name, along))
+        elem_out = along == 0 and name.split(".")[0] not in _ALONG and name not in _ALONG
+        for o in pytree.tree_leaves(out):
+            if isinstance(o, torch.Tensor) and not isinstance(o, Counted) and elem_out:
+                self.elem[o] = True
+        return out
+
+
 def judge(fn, params: dict, seed: int) -> list:
     """Make ``x`` from ``seed``, call ``fn`` on a read-counting copy, then check the reads and the answer."""
     x = make_x(params, torch.Generator().manual_seed(seed))
     expected = reference(x)
     reader = Reader(x.to(device.torch_device()), params["block"])
     try:
-        got = fn(reader.tensor, params["block"])
+        derived = _Derived(params["block"])
+        with derived:
+            got = fn(reader.tensor, params["block"])
         if isinstance(got, Counted):
             return ["returned x itself (or a view of it): compute the softmax into a new tensor"]
         problems = reader.problems()
+        if derived.wide and not problems:
+            op, n = derived.wide[0]
+            problems.append(f"{op} combined {n} elements computed from x along one dimension; block={params['block']}: "
+                            f"a max, a sum or a softmax over more than one block of kept copies is a second pass "
+                            f"(or a whole-row softmax) done on copies. Combine each block as it arrives, keeping per "
+                            f"row only a running maximum and sum, and finish with a correction")
     finally:
         reader.close()
     meta = compare.check_meta(expected, got, device.torch_device().type)
