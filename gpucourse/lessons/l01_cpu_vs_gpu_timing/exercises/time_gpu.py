@@ -100,12 +100,14 @@ def judge(time_gpu, params: dict, seed: int) -> list:
         why = ""
         # Units: an error of three orders of magnitude has no other cause among these cases (a slow first call or
         # queued work add at most tens of times the kernel), so the test is the ratio, not a match within the
-        # tolerance, which a loaded machine can miss.
+        # tolerance, which a loaded machine can miss. The window is wide (100x to 10,000x) because a loaded machine
+        # stretches the checker's time and the learner's differently (1185 ms returned in microseconds against a
+        # 3.97 ms truth, 299x, once fell outside 300x-3000x); the other wrong timers are off by 30x at most.
         ratio = got / truth if truth > 0 else float("inf")
-        if idle and 1 / 3000 <= ratio <= 1 / 300:
+        if idle and 1 / 10000 <= ratio <= 1 / 100:
             why = ("about 1000x less than the measured time: did you return seconds? time_gpu returns milliseconds "
                    "((t1 - t0) * 1e3 with time.perf_counter())")
-        elif idle and 300 <= ratio <= 3000:
+        elif idle and 100 <= ratio <= 10000:
             why = "about 1000x more than the measured time: did you return microseconds? time_gpu returns milliseconds"
         elif got < 0.5 * truth:
             why = ("far too short: that is the time to *queue* the work, not to run it. Wait for the device "
