@@ -1,7 +1,8 @@
 """Lesson 10's registered benchmark: the memory budget of a training step of the lesson's transformer, predicted on
 paper (budget.py) against the allocator's measurement, and the step time, in each precision and checkpointing mode.
 The notebook measures it in its own cells and records it; ``gpucourse bench memory10_budget`` runs the same function.
-The multi-GPU figures come from ``python -m gpucourse.lessons.l10_training_scale.multi_gpu`` (a machine with 2+ GPUs), not from here.
+The multi-GPU figures come from ``python -m gpucourse.lessons.l10_training_scale.multi_gpu`` (a machine with 2+
+GPUs), not from here.
 """
 from __future__ import annotations
 

@@ -416,7 +416,8 @@ def task_fsdp(rank, world, dev, backend, args) -> dict:
     step, its time and the GPU's busy time in it. Two configurations: "activations", the lesson's batch without
     checkpointing (activations dominate the peak), and "states", one sequence per rank with every block checkpointed
     (parameters, gradients and AdamW's state dominate: what FSDP2 shards); with ``--wide`` (GPUs) also
-    "states_wide", the same at width 2048 (four times the parameters). Kinds: DDP as the lesson runs it, ``fully_shard`` per block with its
+    "states_wide", the same at width 2048 (four times the parameters). Kinds: DDP as the lesson runs it,
+    ``fully_shard`` per block with its
     defaults, tuned (:func:`_fsdp2`), and on GPUs fewer units (:func:`_fsdp2_units`). Peaks are measured with one
     model resident at a time; the step times in interleaved rounds with all of them resident."""
     gpu = dev.type == "cuda"
@@ -510,7 +511,8 @@ def main() -> None:
     ap.add_argument("task", choices=sorted(TASKS))
     ap.add_argument("--out", required=True)
     ap.add_argument("--compile", action="store_true", help="GPU: also time the model compiled (ddp, fsdp)")
-    ap.add_argument("--wide", action="store_true", help="GPU: fsdp also at width 2048 (the recorded run's third regime)")
+    ap.add_argument("--wide", action="store_true",
+                    help="GPU: fsdp also at width 2048 (the recorded run's third regime)")
     ap.add_argument("--precision", default=None, choices=M.PRECISIONS,
                     help="default: bf16, or fp16 with a GradScaler on GPUs without bf16 tensor cores (a T4)")
     args = ap.parse_args()

@@ -1,6 +1,6 @@
 """Starting the lesson's multi-process programs from a notebook (torchrun in a subprocess), and the recorded multi-GPU
-runs (``benchmarks/results/*-x<N>-multi-gpu10.json``, written by ``python -m gpucourse.lessons.l10_training_scale.multi_gpu``
-on a machine with 2+ GPUs).
+runs (``benchmarks/results/*-x<N>-multi-gpu10.json``, written by
+``python -m gpucourse.lessons.l10_training_scale.multi_gpu`` on a machine with 2+ GPUs).
 """
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def describe(rec: dict) -> str:
     """Where a recorded run was made: GPUs, host, versions, date, file."""
     host = rec.get("host_gpus", rec["world"])
     of = f" of a {host}-GPU host" if host != rec["world"] else ""
-    return (f"Recorded on {rec['world']} GPUs{of} ({rec['device_name']}, torch {rec['torch']}, NCCL {rec.get('nccl', '')}, "
+    return (f"Recorded on {rec['world']} GPUs{of} ({rec['device_name']}, torch {rec['torch']}, "
+            f"NCCL {rec.get('nccl', '')}, "
             f"NCCL_NVLS_ENABLE=0; {rec['date']}; {rec['file']})")
 
 

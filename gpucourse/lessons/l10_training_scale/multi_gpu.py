@@ -84,7 +84,8 @@ def run(nproc: int, tasks, out_dir: str, compile: bool = True, merge: bool = Fal
     for task in tasks:
         t0 = time.time()
         try:
-            extra = (("--compile",) if compile and task in ("ddp", "fsdp") else ()) + (("--wide",) if task == "fsdp" else ())
+            extra = (("--compile",) if compile and task in ("ddp", "fsdp") else ()) + \
+                (("--wide",) if task == "fsdp" else ())
             res["tasks"][task] = launch.torchrun(task, nproc=nproc, args=("--precision", "bf16", *extra),
                                                  retry=False)
         except Exception as exc:  # noqa: BLE001 - keep the other tasks' results
@@ -116,7 +117,8 @@ def main(argv=None) -> int:
         return 2
     errors = 0
     for nproc in args.nproc:
-        errors += bool(run(nproc, args.tasks, args.out_dir, compile=not args.no_compile, merge=args.merge).get("errors"))
+        res = run(nproc, args.tasks, args.out_dir, compile=not args.no_compile, merge=args.merge)
+        errors += bool(res.get("errors"))
     return 1 if errors else 0
 
 

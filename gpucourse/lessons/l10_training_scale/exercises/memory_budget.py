@@ -30,9 +30,9 @@ itself existed before and does not count). Write it from the model's code, on pa
 each layer keep for its backward, in which dtype? (Layer norm keeps its input and two float32 numbers per token; a
 linear layer keeps its input, and under autocast the bf16 copy of its weight; attention keeps q, k, v, its output
 and one float32 log-sum-exp per query and head; GELU keeps its input.)
-The check builds the model at each case's mode, with sizes it draws afresh each run, and measures a training step (GPU: `torch.cuda.memory_allocated`;
-CPU: every tensor the forward pass creates, tracked until it is freed); each of your four figures must be within 10%
-of the measurement. Do not call the lesson's own `budget` functions.
+The check builds the model at each case's mode, with sizes it draws afresh each run, and measures a training step
+(GPU: `torch.cuda.memory_allocated`; CPU: every tensor the forward pass creates, tracked until it is freed); each of
+your four figures must be within 10% of the measurement. Do not call the lesson's own `budget` functions.
 """
 
 
