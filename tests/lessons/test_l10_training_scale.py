@@ -233,3 +233,29 @@ def test_multi_gpu_refuses_without_enough_gpus(capsys):
         pytest.skip("this machine has GPUs enough")
     assert multi_gpu.main(["--nproc", "2"]) == 2
     assert "needs 2 <= --nproc" in capsys.readouterr().err
+
+
+def test_memory_budget_drawn_sizes_keep_every_known_wrong_answer_outside_the_tolerance():
+    """Over many seeds, each known-wrong budget stays more than 10% off (by a margin) in the cases expected.py says it
+    fails: the sizes are drawn where every term matters (a draw with many tokens once hid the bf16 weight copies)."""
+    import importlib.util
+    import os
+
+    folder = os.path.join(os.path.dirname(__file__), "..", "submissions", "memory_budget")
+
+    def load(name, attr):
+        spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(folder, name))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return getattr(module, attr)
+
+    expected = load("expected.py", "EXPECTED")
+    for name in ("wrong_activations_per_sequence.py", "wrong_bf16_gradients.py", "wrong_no_weight_copies.py"):
+        fn, exp = load(name, "memory_budget"), expected[name]
+        for case in mb_ex.EXERCISE.cases:
+            if "fails" in exp and case.name not in exp["fails"]:
+                continue
+            for seed in range(200):
+                cfg = model.config(model.CPU_CONFIG, **mb_ex.drawn(dict(case.params), seed))
+                truth, got = budget.predict(cfg), fn(dict(cfg))
+                assert max(abs(got[k] / truth[k] - 1) for k in mb_ex.KEYS) > 0.13, (name, case.name, cfg)
