@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
                                                          "exercise's workbook, or the only one)")
     ap.add_argument("--leaderboard", metavar="PATH", action="append", default=[],
                     help="write a leaderboard page (.md Markdown, .html HTML); may be given twice")
-    ap.add_argument("--timeout", type=float, default=grader.DEFAULT_TIMEOUT, metavar="SECONDS",
-                    help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g})")
+    ap.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g} where kernels run on a GPU, "
+                         f"{grader.CPU_MODE_TIMEOUT:g} in CPU mode, where Triton's interpreter runs them)")
     ap.add_argument("--jobs", type=jobs_value, default="auto", metavar="auto|N",
                     help=f"grade N submissions at once (one GPU each where there are several; on a GPU the timed "
                          f"step still runs alone on its GPU; CUDA exercises on a GPU: up to N more are compiled "
@@ -230,7 +231,7 @@ def main(argv=None) -> int:
         print(f"gpucourse grade: note: {note}", file=sys.stderr)
     if not paths:
         return _usage_error("nothing to grade: no student has a .py or .ipynb submission (see the notes above)")
-    if args.timeout <= 0 or args.points <= 0:
+    if (args.timeout is not None and args.timeout <= 0) or args.points <= 0:
         return _usage_error("--timeout and --points must be > 0")
     for page in args.leaderboard:  # said before grading, not after a class's batch has run
         if not page.lower().endswith((".md", ".markdown", ".html", ".htm")):

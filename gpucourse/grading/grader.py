@@ -115,7 +115,17 @@ from .. import device as _device
 from .. import env as _env
 from . import checker, compare, gpulock, launches, protocol, pycache, sandbox
 
-DEFAULT_TIMEOUT = 60.0  # seconds per submission, process start and import included
+DEFAULT_TIMEOUT = 60.0  # seconds per submission on a GPU, process start and import included
+# In CPU mode Triton's interpreter runs every program of a launch in Python: a right kernel with small blocks took
+# 10 s idle (flash_attention, 16x16 blocks, 2 cores) and 20-46 s under load (issue 39), so a verdict there must not
+# hang on 60 s. A hang costs this much per submission, not more.
+CPU_MODE_TIMEOUT = 180.0
+
+
+def default_timeout() -> float:
+    """The time limit per submission when the instructor gives none: :data:`DEFAULT_TIMEOUT` where kernels run on a
+    GPU, :data:`CPU_MODE_TIMEOUT` where Triton's interpreter runs them."""
+    return DEFAULT_TIMEOUT if _device.on_gpu() else CPU_MODE_TIMEOUT
 MEMORY_MB = 6144  # address-space limit per worker in CPU mode (torch + triton alone reserve about 1 GiB)
 FSIZE_MB = 256  # largest file a submission may write
 OUTPUT_KEEP = 32 * 1024  # bytes of stdout/stderr kept per stream (first and last half)
@@ -250,16 +260,47 @@ def shipped_cells() -> frozenset:
 
 
 def learner_source(path: str) -> str:
-    """The code the learner wrote, which flags and the course-code check read: a .py file whole; of a notebook, the
-    code cells that are not the course's own (identical to a cell of a workbook it ships: :func:`shipped_cells`)."""
+    """The code the learner wrote, which flags and the course-code check read: a .py file whole (of a workbook saved
+    as a script, its chunks that are not shipped cells: :func:`_script_learner_source`); of a notebook, the code
+    cells that are not the course's own (identical to a cell of a workbook it ships: :func:`shipped_cells`)."""
     if not path.endswith(".ipynb"):
         with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+            return _script_learner_source(f.read())
     from ..workbooks import code_cells
 
     shipped = shipped_cells()
     return "\n".join(f"# cell {i}\n{source}\n" for i, source in enumerate(code_cells(path))
                      if _cell_key(source) not in shipped)
+
+
+_CELL_MARK = re.compile(r"#\s*(In\s*\[[^\]]*\]:|%%.*)\s*")  # nbconvert's "# In[3]:", jupytext's "# %%"
+
+
+def _script_learner_source(text: str) -> str:
+    """Of a workbook saved as a script (``jupyter nbconvert --to script``: cells after ``# In[ ]:``, markdown as
+    comments; jupytext: ``# %%``), the chunks that are not a shipped cell (:func:`shipped_cells`), each compared
+    with and without the comment lines that follow it (nbconvert writes the next markdown cell there); a script
+    without such marks is the learner's whole. Chunks kept keep their line numbers (blanked ones become empty)."""
+    lines = text.splitlines()
+    marks = [i for i, line in enumerate(lines) if _CELL_MARK.fullmatch(line)]
+    if not marks:
+        return text
+    shipped = shipped_cells()
+    bounds = marks + [len(lines)]
+    out = list(lines)
+    for start, end in zip(bounds, bounds[1:]):
+        chunk = lines[start + 1:end]
+        while chunk and not chunk[-1].strip():
+            chunk = chunk[:-1]
+        cut = len(chunk)
+        while True:
+            if _cell_key("\n".join(chunk[:cut])) in shipped:
+                out[start + 1:start + 1 + cut] = [""] * cut
+                break
+            if cut == 0 or not (chunk[cut - 1].lstrip().startswith("#") or not chunk[cut - 1].strip()):
+                break
+            cut -= 1
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def course_code_used(source: str) -> list:
@@ -540,7 +581,9 @@ def grade_prepared(ex, st: Prepared, timeout: float, gpu: str | None = None, mem
         _converse(ex, seen_as, result, seed, nonce, to_w, from_r, deadline, lock, replied)
     except protocol.Timeout:
         result.status, result.score = "timeout", 0.0
-        result.message = f"over the time limit of {timeout:g} s (a hang, an endless loop, or a slow import?)"
+        result.message = f"over the time limit of {timeout:g} s (a hang, an endless loop, or a slow import?" + (
+            ")" if on_gpu else "; in CPU mode Triton's interpreter runs every program in Python, so a kernel of very "
+                               "small blocks is slow too)")
         reason = first_failure(result.checks)
         if reason:
             result.message += f"; before that, {reason}"
@@ -1151,7 +1194,7 @@ def standing(isolation: sandbox.Isolation, allow_process_isolation: bool = False
     return {"for_points": False, "why": NOT_FOR_POINTS}
 
 
-def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, progress: bool | None = None,
+def grade(ex, paths: list, timeout: float | None = None, jobs: int = 1, progress: bool | None = None,
           isolation: sandbox.Isolation | str | None = None, prebuild_jobs: int | None = None,
           allow_process_isolation: bool = False) -> dict:
     """Grade every path; returns ``{"exercise", "environment", "isolation", "standing", "results"}`` with results in
@@ -1160,11 +1203,14 @@ def grade(ex, paths: list, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1, prog
     auto: bubblewrap where it works); the level used is in the report, and said on stderr when it is not the full
     one.
 
+    ``timeout``: seconds per submission (default: :func:`default_timeout`).
+
     ``jobs`` graded workers run at once. CUDA submissions on a GPU are first compiled by workers that see no GPU
     (:func:`_prebuild`), ``prebuild_jobs`` at once (default: $GPUCOURSE_PREBUILD_JOBS, else ``jobs``), in the order
     given and ahead of the grading slots (at most ``jobs + prebuild_jobs`` submissions prepared and not yet graded): a
     slot that frees finds the next submission compiled, instead of compiling it itself (on the H100 a slot spent 19 s
     of its 46 s there)."""
+    timeout = default_timeout() if timeout is None else timeout
     if not isinstance(isolation, sandbox.Isolation):
         isolation = sandbox.detect(isolation)
     if not isolation.sandboxed and (progress or (progress is None and sys.stderr.isatty())):

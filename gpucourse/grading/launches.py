@@ -20,6 +20,7 @@ import functools
 import importlib
 
 import os
+import sys
 
 from . import interpreter
 
@@ -203,6 +204,31 @@ def _where(t):
         return None
 
 
+_DIRS: dict = {}
+
+
+def _launchers_op() -> bool:
+    """Inside a Triton launch, whether the op being dispatched was called by Triton's own code (the interpreter
+    copying arguments, the launcher) rather than by learner code that the launch calls back: a grid function, a
+    launch hook. Read from the innermost caller outside torch and this file (issue 39: a grid lambda computing the
+    answer with torch went unseen)."""
+    if not _DIRS:
+        import torch
+        import triton
+
+        _DIRS["torch"] = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+        _DIRS["triton"] = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+        _DIRS["here"] = os.path.abspath(__file__)
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if name.startswith(_DIRS["torch"]) or name == _DIRS["here"]:
+            frame = frame.f_back
+            continue
+        return name.startswith(_DIRS["triton"])
+    return True
+
+
 def _dispatch_mode_class():
     try:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -223,7 +249,7 @@ def _dispatch_mode_class():
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if _state["depth"]:  # inside a Triton launch: the launcher's own copies and allocations
+            if _state["depth"] and _launchers_op():  # the launcher's own copies and allocations
                 return func(*args, **kwargs)
             name = op_name(func)
             self.ops[str(func)] += 1  # e.g. "aten.add.Tensor"
