@@ -266,10 +266,11 @@ def test_measure_perf_declares_flops_and_times_the_copy_baseline(monkeypatch):
     from gpucourse.grading.exercise import Perf
 
     matmul, vector_add = get("matmul"), get("vector_add")  # loaded before the patches below (they read the mode)
-    calls, copies = [], []
+    calls, copies, flushes, copy_flushes = [], [], [], []
 
     def fake_bench(fn, *args, bytes=None, flops=None, dtype=None, name=None, **kwargs):
         calls.append({"name": name, "flops": flops, "dtype": dtype})
+        flushes.append(kwargs.get("flush_l2"))
         result = timing.BenchResult(name=name, samples=[1.0], mode="gpu", bytes=bytes, flops=flops,
                                     dtype=None if dtype is None else str(dtype).replace("torch.", ""),
                                     peak_gbs=1.0, peak_tflops=1e-6)  # tiny peaks: any declared work is above them
@@ -277,7 +278,8 @@ def test_measure_perf_declares_flops_and_times_the_copy_baseline(monkeypatch):
         return result
 
     monkeypatch.setattr(timing, "bench", fake_bench)
-    monkeypatch.setattr(timing, "copy_gbps", lambda nbytes, **kw: copies.append(nbytes) or 4.0)
+    monkeypatch.setattr(timing, "copy_gbps",
+                        lambda nbytes, **kw: copies.append(nbytes) or copy_flushes.append(kw.get("flush_l2")) or 4.0)
     monkeypatch.setattr(checker._device, "on_gpu", lambda: True)
     monkeypatch.setattr(checker._device, "torch_device", lambda: torch.device("cpu"))
 
@@ -290,6 +292,13 @@ def test_measure_perf_declares_flops_and_times_the_copy_baseline(monkeypatch):
                                                       bytes=vector_add.perf.bytes))
     p = checker.measure_perf(small, lambda x, y: x + y)
     assert copies == [12_000 // 2] and "a torch copy of the same bytes (4 GB/s)" in p["text"]
+    assert flushes == [True, True, True] and copy_flushes == [True]  # do_bench's write flush unless the spec says
+    # The GEMV exercises flush L2 by reading, as lesson 07 does, for the kernel and its baseline alike (issue 31).
+    for name in ("int8_gemv", "int4_gemv"):
+        assert get(name).perf.flush_l2 == "read", name
+    read = dataclasses.replace(small, perf=dataclasses.replace(small.perf, flush_l2="read"))
+    checker.measure_perf(read, lambda x, y: x + y)
+    assert flushes[-1] == "read" and copy_flushes[-1] == "read"
 
 
 def test_an_autotuned_kernel_runs_in_cpu_mode_and_says_what_it_did(capsys):

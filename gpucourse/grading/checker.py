@@ -516,14 +516,15 @@ def measure_perf(ex, fn, prepared: dict | None = None) -> dict | None:
 
     prepared = prepared or prepare_perf(ex)
     args, nbytes, nflops, dtype = prepared["args"], prepared["bytes"], prepared["flops"], prepared["dtype"]
-    mine = timing.bench(fn, *args, bytes=nbytes, flops=nflops, dtype=dtype, name=ex.function)
+    flush = ex.perf.flush_l2
+    mine = timing.bench(fn, *args, bytes=nbytes, flops=nflops, dtype=dtype, name=ex.function, flush_l2=flush)
     if ex.perf.baseline == "copy":
         # A torch copy that reads and writes nbytes in all, like the kernel (copy_gbps counts read + written).
-        base_gbps = timing.copy_gbps(max(1, int(nbytes or 0) // 2))
+        base_gbps = timing.copy_gbps(max(1, int(nbytes or 0) // 2), flush_l2=flush)
         ratio = (mine.gbps or 0) / (base_gbps or float("inf"))
         what = f"{mine.gbps:,.0f} GB/s = {ratio:.2f}x a torch copy of the same bytes ({base_gbps:,.0f} GB/s)"
     else:
-        base = timing.bench(ex.reference, *args, bytes=nbytes, name="reference")
+        base = timing.bench(ex.reference, *args, bytes=nbytes, name="reference", flush_l2=flush)
         ratio = base.median_ms / mine.median_ms
         what = f"{ratio:.2f}x the speed of the reference ({mine.median_ms:.3f} ms vs {base.median_ms:.3f} ms)"
     pct = mine.pct_of_peak_bw if mine.pct_of_peak_bw is not None else mine.pct_of_peak_flops

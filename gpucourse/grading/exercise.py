@@ -149,6 +149,10 @@ class Perf:
     params: dict
     bytes: Callable | None = None
     flops: Callable | None = None
+    # How L2 is emptied before each repeat of the timed step and of its baseline (gpucourse.timing.bench): True
+    # writes a buffer (do_bench's way), "read" reads one, which leaves L2 clean; short memory-bound kernels want
+    # "read" (a write flush charges them for writing back someone else's lines; lesson 07, section 1).
+    flush_l2: bool | str = True
 
 
 class JudgeTimeout(Exception):

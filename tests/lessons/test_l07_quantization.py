@@ -207,20 +207,37 @@ def test_cancelling_case_catches_bf16_accumulation_and_int8_bf16_weights_only():
 
 def test_measure_paths_run_small():
     res = measure.peers(shapes=((64, 256),), bench_kw=measure.QUICK, rounds=1,
-                        extra={"int8 (lesson kernel)": kernels.w8a16_gemv})
+                        extra={measure.INT8_LESSON: kernels.w8a16_gemv})
     row = res["rows"][0]
-    assert {"bf16 cuBLAS", "int8 (ours)", "int4 (ours)", "int8 (lesson kernel)"} <= set(row["us"])
+    assert {measure.BF16, measure.INT8_SOLUTION, measure.INT4_SOLUTION, measure.INT8_LESSON, measure.TINYGEMM,
+            measure.NAIVE8, measure.NAIVE4} <= set(row["us"])
     assert max(row["max_rel_err"].values()) < 0.02
+    names = list(row["us"])  # the tables' order: bf16, the int8 rows, then the int4 rows, then the naive paths
+    assert names.index(measure.INT8_LESSON) < names.index(measure.TINYGEMM) < names.index(measure.INT4_SOLUTION)
+    assert names.index(measure.INT4_SOLUTION) < names.index(measure.NAIVE8)
+    lib = measure.peers(shapes=((64, 256),), bench_kw=measure.QUICK, rounds=1, library=False)
+    assert measure.TINYGEMM not in lib["rows"][0]["us"]  # the torchao run leaves the library peers out
     sw = measure.batch_sweep(32, 256, ms=(1, 8), bench_kw=measure.QUICK)
-    assert len(sw["us"]["int4 (ours)"]) == 2
+    assert len(sw["us"][measure.INT4_LESSON]) == 2 and len(sw["us"][measure.TINYGEMM]) == 2
+    cfg = kernels.configs()
+    assert sw["x_rows_per_block"]["int8"] == [1 if m <= cfg["w8_rows_max_m"] else
+                                              cfg[kernels.w8_config_name(m, False)]["BLOCK_M"] for m in (1, 8)]
+    assert all(r >= 1 for r in sw["x_rows_per_block"]["int4"])
     mlp = measure.mlp_decode(128, 256, bench_kw=measure.QUICK, rounds=1, group_size=64)
     assert mlp["errors"]["bf16"]["rel_fro"] == 0 < mlp["errors"]["int8"]["rel_fro"] < mlp["errors"]["int4"]["rel_fro"]
     assert mlp["weight_mb"]["int4"] < mlp["weight_mb"]["int8"] < mlp["weight_mb"]["bf16"]
+    # the tinygemm block runs the same int4 values with bf16 scales: its output error is the lesson block's, nearly
+    tg = mlp["errors"][measure.TINYGEMM]["rel_fro"]
+    assert abs(tg - mlp["errors"]["int4"]["rel_fro"]) < 0.05 * mlp["errors"]["int4"]["rel_fro"] and not mlp["notes"]
+    fe = measure.flush_effect(64, 256, bench_kw=measure.QUICK, rounds=1)
+    assert set(fe["us"]) == {"write", "read"} and set(fe["us"]["read"]) == {measure.BF16, measure.INT8_LESSON,
+                                                                           measure.INT4_LESSON}
+    assert fe["bytes"][measure.INT4_LESSON] == kernels.gemv_bytes(1, 64, 256, "int4", 128)
 
 
 def test_measure_paths_run_in_fp16_where_the_gate_falls_back(monkeypatch, capsys):
     """On a GPU without bf16 tensor cores (a T4, faked here: the kernels run in the interpreter) the activations and
-    the unquantized weights are float16, and the measurement says why."""
+    the unquantized weights are float16, and the measurement says why; tinygemm (bf16 only) is left out, saying so."""
     from gpucourse import device
 
     t4 = device.DeviceProps("Tesla T4", 7, 5, 40, 15 * 2**30, 4 * 2**20)
@@ -231,29 +248,187 @@ def test_measure_paths_run_in_fp16_where_the_gate_falls_back(monkeypatch, capsys
     real = kernels.w8a16_gemv
     monkeypatch.setattr(kernels, "w8a16_gemv", lambda x, *a, **k: seen.append(x.dtype) or real(x, *a, **k))
     sw = measure.batch_sweep(32, 256, ms=(1, 4), bench_kw=measure.QUICK)
-    assert set(seen) == {torch.float16} and len(sw["us"]["int8 (ours)"]) == 2 and sw["dtype"] == "float16"
+    assert set(seen) == {torch.float16} and len(sw["us"][measure.INT8_LESSON]) == 2 and sw["dtype"] == "float16"
+    assert measure.TINYGEMM not in sw["us"]
     assert "Tesla T4 (sm_75) has no bf16 tensor cores" in capsys.readouterr().out
     mlp = measure.mlp_decode(128, 256, bench_kw=measure.QUICK, rounds=1, group_size=64)
     assert 0 < mlp["errors"]["int8"]["rel_fro"] < mlp["errors"]["int4"]["rel_fro"] < 0.2 and mlp["dtype"] == "float16"
+    assert "bf16" in mlp["notes"][measure.TINYGEMM] and measure.TINYGEMM not in mlp["us"]
+    res = measure.peers(shapes=((64, 256),), bench_kw=measure.QUICK, rounds=1)
+    assert measure.TINYGEMM not in res["rows"][0]["us"] and "bf16" in res["notes"][measure.TINYGEMM]
 
 
-def test_benchmark_targets():
-    res = {"rows": [{"shape": [8, 8], "us": {"bf16 cuBLAS": 60.0, "int8 (ours)": 30.0, "int4 (ours)": 20.0,
-                                              "int8 torch.compile dequant+matmul": 50.0}}], "notes": {"torchao": "x"}}
-    targets = bench.gemv_targets(res)  # int8 2.0x, int4 3.0x bf16; torchao failed here: a missed target says so
-    assert [x["met"] for x in targets] == [True, False, False]
-    assert "torchao: not measured (x)" in targets[2]["name"]
-    res["rows"][0]["us"]["int8 torchao weight-only (compiled)"] = 50.0  # ours 1.67x and 2.5x torchao
-    res["notes"] = {}
-    assert [(x["met"], "torchao" in x["name"]) for x in bench.gemv_targets(res)] == \
-        [(True, False), (False, False), (False, True), (True, True)]
-    assert [x["met"] for x in bench.mlp_targets({"m": 1, "hidden": 1, "inter": 1,
-                                                 "us": {"bf16": 100.0, "int8": 55.0, "int4": 39.0}})] == [True, True]
-    assert all("/ bf16 cuBLAS" in x["name"] for x in targets[:2])  # a result without a dtype: the course machine's bf16
-    res["dtype"] = "float16"  # measured on a T4: the names say what the baseline ran in
-    assert all("/ fp16 cuBLAS" in x["name"] for x in bench.gemv_targets(res)[:2])
-    assert bench.sweep_targets({"dtype": "float16", "ms": [1], "us": {"bf16 cuBLAS": [9.0], "int4 (ours)": [3.0]}}) \
-        [0]["name"] == "batch sweep, int4 at M=1 / fp16 cuBLAS"
+# --- the peers: tinygemm's format and the compiled one-liner --------------------------------------------------------
+
+def _tinygemm_case(n=32, k=256, g=64, m=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
+    q[0, :16] = torch.arange(-8, 8, dtype=torch.int8)  # every value, in both nibbles of a byte
+    s = 0.01 + torch.rand(n, k // g, generator=gen)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    return q, packing.pack_int4(q), s, x
+
+
+def test_tinygemm_bytes_hold_q_plus_8_with_the_even_column_high():
+    """tinygemm's input bytes (pytorch's common_quantization `_group_quantize_tensor`: out[:, ::2] << 4 |
+    out[:, 1::2], values u = q + 8 in 0..15) from pack_int4's (even column low, two's complement)."""
+    q, p, _, _ = _tinygemm_case()
+    tb = measure.tinygemm_bytes(p)
+    u = q.to(torch.int16) + 8
+    assert tb.dtype == torch.uint8 and tb.shape == p.shape
+    assert torch.equal(tb.to(torch.int16), (u[:, 0::2] << 4) | u[:, 1::2])
+    # every byte value: the map is a bijection (a nibble swap after flipping both top bits)
+    every = torch.arange(256, dtype=torch.int64).to(torch.uint8).reshape(1, 256)
+    assert sorted(measure.tinygemm_bytes(every).flatten().tolist()) == list(range(256))
+    # q = (3, -2) -> u = (11, 6), the even column's in the high nibble
+    assert measure.tinygemm_bytes(torch.tensor([[0xE3]], dtype=torch.uint8)).item() == 0xB6
+    with pytest.raises(TypeError, match="uint8"):
+        measure.tinygemm_bytes(q)
+
+
+def test_tinygemm_scales_and_zeros_layout():
+    s = torch.arange(12, dtype=torch.float32).reshape(3, 4) + 1  # (N = 3, K / g = 4)
+    sz = measure.tinygemm_scales_and_zeros(s)
+    assert sz.shape == (4, 3, 2) and sz.dtype == torch.bfloat16 and sz.is_contiguous()
+    assert torch.equal(sz[..., 0].float(), s.t()) and not sz[..., 1].any()  # [K / g, N, (scale, zero = 0)]
+
+
+@pytest.mark.skipif(measure.tinygemm_unavailable(torch.bfloat16, DEV) is not None,
+                    reason="this torch has no tinygemm for this device")
+@pytest.mark.parametrize("g", [32, 64, 128])
+def test_tinygemm_computes_the_product_of_the_course_int4_weights(g):
+    """The convention checked end to end (on the CPU: torch's CPU twin of the kernel, which takes the values u; on a
+    GPU: the kernel itself): tinygemm on the course's symmetric int4 weights gives the exact product of the dequantized
+    weights with bf16 scales, within its bf16 dequantization; the other zero-point convention (zero = 8 * scale) is
+    far off, so the check can fail."""
+    q, p, s, x = _tinygemm_case(g=g, k=256 if g < 128 else 384 + 128)
+    p, s, x = p.to(DEV), s.to(DEV), x.to(DEV)
+    tg = measure.tinygemm_weights(p, s, g)
+    y = measure.tinygemm_mm(x, tg)
+    assert y.shape == (x.shape[0], q.shape[0]) and y.dtype == torch.bfloat16
+    sb = s.to(torch.bfloat16).double().cpu()
+    exact = x.double().cpu() @ (q.double() * sb.repeat_interleave(g, dim=1)).T
+    err = float((y.double().cpu() - exact).abs().max() / exact.abs().max())
+    assert err < 1e-2, err
+    wrong = dict(tg, scales_and_zeros=tg["scales_and_zeros"].clone())
+    wrong["scales_and_zeros"][..., 1] = 8 * wrong["scales_and_zeros"][..., 0]
+    assert float((measure.tinygemm_mm(x, wrong).double().cpu() - exact).abs().max() / exact.abs().max()) > 0.1
+
+
+def test_tinygemm_int4_converts_each_weight_once_and_again_after_a_change(monkeypatch):
+    """measure.tinygemm_int4 (tinygemm with the int4 GEMVs' arguments) keeps a weight's converted copy, as a model
+    loader would, and converts again when the weight was changed in place."""
+    if measure.tinygemm_unavailable(torch.bfloat16, DEV) is not None:
+        pytest.skip("this torch has no tinygemm for this device")
+    _, p, s, x = _tinygemm_case(g=64)
+    p, s, x = p.to(DEV), s.to(DEV), x.to(DEV)
+    calls = []
+    real = measure.tinygemm_weights
+    monkeypatch.setattr(measure, "tinygemm_weights", lambda *a, **k: calls.append(a) or real(*a, **k))
+    a = measure.tinygemm_int4(x, p, s, 64)
+    b = measure.tinygemm_int4(x, p, s, 64)
+    assert len(calls) == 1 and torch.equal(a, b)
+    p[0, 0] ^= 0x11  # in place: the converted copy is stale
+    c = measure.tinygemm_int4(x, p, s, 64)
+    assert len(calls) == 2 and not torch.equal(a, c)
+
+
+def test_tinygemm_weights_refuse_what_the_kernel_cannot_take():
+    _, p, s, _ = _tinygemm_case(n=32, k=256, g=64)
+    with pytest.raises(ValueError, match="groups of 32, 64, 128 or 256"):
+        measure.tinygemm_weights(p, torch.ones(32, 2), 128 + 64)
+    with pytest.raises(ValueError, match="N a multiple of"):
+        measure.tinygemm_weights(p[:20], s[:20], 64)
+    with pytest.raises(ValueError, match="inner_k_tiles"):
+        measure.tinygemm_weights(p, s, 64, inner_k_tiles=3)
+    with pytest.raises(ValueError, match="shape"):
+        measure.tinygemm_weights(p, s[:, :2], 64)
+    assert measure.tinygemm_unavailable(torch.float16, "cpu") is not None  # bf16 activations only
+
+
+def test_the_one_liner_scales_after_the_matmul_and_the_naive_form_before():
+    """The seed's one-liner applies the row's scale to the product (once per output), the naive form to every weight
+    before the matmul; on exactly representable inputs both give the exact product."""
+    q = torch.tensor([[1, -2, 3, 4], [5, 6, -7, 8]], dtype=torch.int8)
+    scale = torch.tensor([0.5, 0.25])
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]]).to(torch.bfloat16)
+    want = (x.double() @ (q.double() * scale.double()[:, None]).T)
+    assert torch.equal(measure.int8_one_liner(x, q, scale.to(torch.bfloat16)).double(), want)
+    assert torch.equal(measure.naive_dequant_int8(x, q, scale).double(), want)
+    assert measure.int8_one_liner(x, q, scale.to(torch.bfloat16)).dtype == torch.bfloat16
+    assert measure.ONE_LINER_OPTIONS == {"coordinate_descent_tuning": True}
+
+
+def test_the_one_liner_compile_option_is_its_own(monkeypatch):
+    """coordinate_descent_tuning reaches Inductor as this compile's option (torch.compile(options=...)), not as a
+    change to the process's config, which the rest of the lesson (and other lessons) compile with; one kernel per
+    shape (dynamic=False)."""
+    import torch._inductor.config as inductor_config
+
+    seen = {}
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: seen.update(fn=fn, **kw) or fn)
+    before = inductor_config.coordinate_descent_tuning
+    measure.compiled_int8_one_liner()
+    assert inductor_config.coordinate_descent_tuning == before
+    assert seen["fn"] is measure.int8_one_liner and seen["dynamic"] is False
+    assert seen["options"] == {"coordinate_descent_tuning": True}
+    assert "coordinate_descent_tuning" in inductor_config.get_config_copy()  # what torch.compile checks options against
+
+
+# --- targets ------------------------------------------------------------------------------------------------------
+
+def _row(shape, **us):
+    return {"shape": list(shape), "us": {measure.BF16: 50.0, **us}}
+
+
+def test_gemv_targets_hold_each_kernel_to_its_peer_and_not_to_bf16():
+    res = {"rows": [_row((8, 8), **{measure.ONE_LINER: 33.0, measure.INT8_SOLUTION: 30.0, measure.INT8_LESSON: 31.0,
+                                    measure.TINYGEMM: 23.0, measure.INT4_SOLUTION: 26.0, measure.INT4_LESSON: 20.0})],
+           "notes": {}}
+    t = {x["name"]: x for x in bench.gemv_targets(res)}
+    assert len(t) == 4
+    assert all("bf16" not in name and "3.2" not in name and "torchao" not in name for name in t)
+    got = {name.split(", ")[1].split(" /")[0] + " / " + name.split(" / ")[1]:
+           (round(x["value"], 3), x["goal"], x["met"]) for name, x in t.items()}
+    assert got == {"workbook solution / int8 one-liner, compiled": (1.1, 1.05, True),
+                   "lesson kernel / int8 one-liner, compiled": (round(33 / 31, 3), 1.05, True),
+                   "lesson kernel / int4 tinygemm": (1.15, 1.05, True),
+                   "workbook solution / int4 tinygemm": (round(23 / 26, 3), 0.9, False)}
+    # a peer that could not run is a missed target that says why
+    res["rows"][0]["us"].pop(measure.ONE_LINER)
+    res["notes"] = {measure.ONE_LINER: "RuntimeError: inductor broke"}
+    missed = [x for x in bench.gemv_targets(res) if "not measured" in x["name"]]
+    assert len(missed) == 1 and "inductor broke" in missed[0]["name"] and not missed[0]["met"]
+
+
+def test_the_old_impossible_targets_are_gone():
+    """Issue 31: no "int8 >= 1.8x torchao" (two int8 GEMVs read the same bytes) and no "int4 >= 3.2x bf16" (a kernel at
+    the read floor); the torchao run holds the int8 solution to tie the library, not to beat it by 1.8x."""
+    res = {"rows": [_row((8, 8), **{measure.TORCHAO: 30.0, measure.INT8_SOLUTION: 28.0, measure.INT4_SOLUTION: 25.0})],
+           "notes": {}}
+    t = bench.torchao_targets(res)
+    assert [(x["goal"], x["met"]) for x in t] == [(1.0, True)] and "torchao" in t[0]["name"]
+    goals = {bench.ONE_LINER_TARGET, bench.TINYGEMM_TARGET_LESSON, bench.TINYGEMM_TARGET_SOLUTION,
+             bench.TORCHAO_TARGET, bench.SWEEP_KEEP, bench.MLP_TARGET_TINYGEMM, bench.MLP_TARGET_INT8}
+    assert 1.8 not in goals and 3.2 not in goals and 2.5 not in goals
+    assert (bench.ONE_LINER_TARGET, bench.TINYGEMM_TARGET_LESSON, bench.TINYGEMM_TARGET_SOLUTION) == (1.05, 1.05, 0.9)
+
+
+def test_mlp_and_sweep_targets():
+    mlp = {"m": 1, "hidden": 1, "inter": 1, "us": {"bf16": 100.0, "int8": 55.0, "int4": 39.0, measure.TINYGEMM: 44.0}}
+    assert [(round(x["value"], 3), x["met"]) for x in bench.mlp_targets(mlp)] == [(round(44 / 39, 3), True),
+                                                                                (round(100 / 55, 3), True)]
+    mlp["us"].pop(measure.TINYGEMM)
+    mlp["notes"] = {measure.TINYGEMM: "tinygemm takes bf16 activations only, not float16"}
+    first = bench.mlp_targets(mlp)[0]
+    assert not first["met"] and "bf16 activations" in first["name"]
+    sweep = {"dtype": "float16", "ms": [1, 4, 16],
+             "us": {measure.BF16: [50.0, 50.0, 50.0], measure.INT8_LESSON: [28.0, 30.0, 30.0],
+                    measure.INT4_LESSON: [20.0, 22.0, 30.0]}}
+    t = bench.sweep_targets(sweep)
+    assert [(round(x["value"], 3), x["met"]) for x in t] == [(round(28 / 30, 3), True), (round(20 / 30, 3), False)]
+    assert all("/ at M=1" in x["name"] and "fp16" in x["name"] for x in t)
+    assert bench.sweep_targets({"ms": [1, 2], "us": sweep["us"]}) == []  # no M = 16 in the run: nothing to hold
 
 
 @pytest.mark.gpu
@@ -373,7 +548,7 @@ def test_lesson_int4_lays_each_weight_out_once_and_again_after_a_change(monkeypa
     p, s = packing.pack_int4(q).to(DEV), (torch.rand(40, 2, generator=torch.Generator().manual_seed(5)) + 0.5).to(DEV)
     x = torch.randn(1, 256, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16).to(DEV)
     if kernels.w4a16_path(x, 128) != "tc":
-        pytest.skip("no tc path on this GPU (compute capability below 9.0)")
+        pytest.skip("no tc path on this GPU (not a Hopper GPU)")
     calls = []
     real = kernels.tile_major
     monkeypatch.setattr(kernels, "tile_major", lambda *a, **k: calls.append(a) or real(*a, **k))

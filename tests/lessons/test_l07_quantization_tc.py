@@ -1,6 +1,6 @@
 """Lesson 07's tensor-core int4 GEMV (kernels.w4a16_tc_kernel, ``w4a16_gemv(..., tc=True)``) against the exact
 product: in Triton's interpreter in CPU mode (its plain-Triton dequantization), on the GPU with the `gpu` marker (the
-inline-PTX one, on a GPU of compute capability 9.0+). The H100 timings are benchmarks/explore_quant_tc.py's."""
+inline-PTX one, on a Hopper GPU: compute capability 9.x). The H100 timings are benchmarks/explore_quant_tc.py's."""
 from __future__ import annotations
 
 import pytest
@@ -25,7 +25,7 @@ def _case(m, n, k, gs, seed=0):
                                              (16, 33, 512, 64, 5), (1, 50, 512, 256, 2)])
 def test_tc_path_matches_the_exact_product(m, n, k, gs, split):
     if not kernels.tc_available(torch.empty(m, k, dtype=torch.bfloat16, device=DEV), gs):
-        pytest.skip("the tensor-core path needs Triton's interpreter or a GPU of compute capability 9.0+")
+        pytest.skip("the tensor-core path needs Triton's interpreter or a Hopper GPU (compute capability 9.x)")
     x, p, s, exact = _case(m, n, k, gs)
     cfg = {} if gpucourse.on_gpu() else {"BLOCK_N": 32}  # N not a multiple of the block in every case
     y = kernels.w4a16_gemv(x, p, s, gs, tc=True, SPLIT=split, **cfg)
@@ -48,10 +48,27 @@ def test_tc_path_is_refused_where_it_cannot_run():
     assert kernels.w4a16_gemv(x16, p, s, 32).dtype == torch.float16  # the default picks another path
 
 
+def test_tc_path_is_gated_to_hopper_exactly(monkeypatch):
+    """The tc path (wgmma with A from registers, inline PTX that relies on Triton's register layout of a dot's A
+    operand) runs on Hopper only: compute capability 9.x. A Blackwell GPU (10.x, 12.x, no wgmma) or an Ampere/Ada one
+    takes the rows or dot path. Checked with a faked capability: the gate reads torch.cuda.get_device_capability."""
+    import types
+
+    assert [kernels.tc_capable(c) for c in ((9, 0), (9, 1), (8, 0), (8, 9), (10, 0), (12, 0), (7, 5))] == \
+        [True, True, False, False, False, False, False]
+    monkeypatch.setattr(kernels, "INTERPRETED", False)
+    x = types.SimpleNamespace(dtype=torch.bfloat16, device=torch.device("cuda", 0), shape=(1, 256))
+    for cap, want in (((9, 0), True), ((10, 0), False), ((12, 0), False), ((8, 0), False)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, cap=cap: cap)
+        assert kernels.tc_available(x, 128) is want, cap
+        assert kernels.w4a16_path(x, 128) == ("tc" if want else "rows"), cap
+    assert kernels.tc_available(types.SimpleNamespace(dtype=torch.float16, device=x.device), 128) is False
+
+
 @pytest.mark.gpu
 def test_gpu_tc_path_large_shape_matches_the_rows_path():
     if not kernels.tc_available(torch.empty(1, 4096, dtype=torch.bfloat16, device=DEV), 128):
-        pytest.skip("needs a GPU of compute capability 9.0+")
+        pytest.skip("needs a Hopper GPU (compute capability 9.x)")
     x, p, s, exact = _case(1, 4099, 4096, 128)
     y = kernels.w4a16_gemv(x, p, s, 128, tc=True)  # the H100 configuration: BLOCK_N 128, split-K
     assert float((y.double().cpu() - exact).abs().max() / exact.abs().max()) < 8e-3
@@ -62,7 +79,7 @@ def test_gpu_tc_path_large_shape_matches_the_rows_path():
 
 def _needs_tc(m, k, gs):
     if not kernels.tc_available(torch.empty(m, k, dtype=torch.bfloat16, device=DEV), gs):
-        pytest.skip("the tensor-core path needs Triton's interpreter or a GPU of compute capability 9.0+")
+        pytest.skip("the tensor-core path needs Triton's interpreter or a Hopper GPU (compute capability 9.x)")
 
 
 def _rel_err(y, exact):
@@ -250,7 +267,7 @@ def test_w8a16_at_larger_m_matches_the_exact_product(m, n, k, name, monkeypatch)
 @pytest.mark.gpu
 def test_gpu_tc_wide_and_tiled_large_shapes():
     if not kernels.tc_available(torch.empty(1, 4096, dtype=torch.bfloat16, device=DEV), 128):
-        pytest.skip("needs a GPU of compute capability 9.0+")
+        pytest.skip("needs a Hopper GPU (compute capability 9.x)")
     for m in (17, 100):  # MX 32, one block; MX 64, two blocks (the H100 configuration: BLOCK_N 128, split-K)
         x, p, s, exact = _case(m, 4099, 4096, 128, seed=m)
         y = kernels.w4a16_gemv(x, p, s, 128, tc=True)

@@ -15,16 +15,17 @@ int4 weights, dequantized in registers and accumulated in float32.
   kernel writes first (:func:`x_planes`, why: above ``x_planes_kernel``).
 * *dot* (larger M): tiles of ``BLOCK_M`` rows of x against ``BLOCK_N`` weight rows on tensor cores (``tl.dot`` on
   bf16 operands: the int8/int4 values are exact in bf16, products are exact in float32, the sum is float32).
-* *tc* (int4, bf16, on an H100 or newer, every M: :func:`w4a16_tc_kernel`): the weights as the *A* operand of a
-  tensor-core dot, ``out^T = W @ x^T``, which Hopper's wgmma takes from registers, so the dequantized weights never
-  go through shared memory; x^T, padded to 16 columns (up to 64 for larger M, in blocks of rows), is the B operand.
+* *tc* (int4, bf16, on a Hopper GPU (sm_90: H100, H200; :func:`tc_capable`), every M: :func:`w4a16_tc_kernel`):
+  the weights as the *A* operand of a tensor-core dot, ``out^T = W @ x^T``, which Hopper's wgmma takes from
+  registers, so the dequantized weights never go through shared memory; x^T, padded to 16 columns (up to 64 for
+  larger M, in blocks of rows), is the B operand.
   Dequantizing is Marlin's bf16 trick in inline PTX, two weights a LOP3 (+ a shift and an FMA), and several
   programs share each block of rows (split-K). ``benchmarks/explore_quant_tc.py`` measured it against the rows path
   at M = 1 (results/h100-explore-quant-tc2.json; through :func:`w4a16_gemv`, h100-explore-quant-tc3.json),
   ``explore_quant_batch.py`` from M = 1 to 256 and on tile-major weights (:func:`tile_major`, :func:`w4a16_tiled`:
   each program's step one contiguous read; h100-explore-quant-batch.json). Elsewhere (the interpreter by default,
-  GPUs before sm_90, fp16 x, groups of 32) M up to 4 takes the rows path; :func:`w4a16_path` says which path a call
-  takes.
+  GPUs other than Hopper, fp16 x, groups of 32) M up to 4 takes the rows path; :func:`w4a16_path` says which path a
+  call takes.
 
 The weights dominate the bytes moved (N*K for int8, N*K/2 for int4 against 2*N*K for bf16); at M = 1 the kernel is
 memory-bound, so fewer bytes is the speed-up (see :func:`gemv_bytes`), as long as the arithmetic per weight keeps
@@ -64,7 +65,7 @@ CONFIGS = {
     "w4_tc_wide": dict(MX=64, BLOCK_N=128, NSTAGE=3, CTAS_PER_SM=2, num_warps=4),  # M > 16 (MX: at most 64 columns)
     "w8_rows_max_m": 1,  # M up to this uses the rows path, above it the dot path (crossover measured on the H100)
     "w4_rows_max_m": 4,
-    "w4_tc_max_m": 1 << 30,  # every M takes the tc path where it can run (bf16 x, sm_90+, group >= 64): it was the
+    "w4_tc_max_m": 1 << 30,  # every M takes the tc path where it can run (bf16 x, sm_90, group >= 64): it was the
     # fastest int4 path at every M from 1 to 256 (explore_quant_batch.py)
 }
 CPU_CONFIGS = {
@@ -525,13 +526,24 @@ def _tile_counters(device, n: int) -> torch.Tensor:
     return buf
 
 
+TC_MAJOR = 9  # Hopper (sm_90: the H100, H200): the one architecture the tc path is built and checked for
+
+
+def tc_capable(capability) -> bool:
+    """Whether a GPU of compute capability ``capability`` ((major, minor)) runs the tc path: Hopper only (major 9).
+    The path relies on Hopper's wgmma taking A from registers, and its inline PTX on the register layout Triton gives
+    a dot's A operand there (section 4b); a Blackwell GPU (10.x, 12.x) has no wgmma, and on any other architecture
+    the layout, and so the pairing of nibbles, is unchecked: such a GPU takes the rows or dot path."""
+    return tuple(capability)[0] == TC_MAJOR
+
+
 def tc_available(x: torch.Tensor, group_size: int) -> bool:
     """Whether the tensor-core int4 path can run for this x: bf16, group >= 64 (a group's dots need K >= 16), and
-    Triton's interpreter or a GPU of compute capability 9.0+ (its wgmma and bf16x2 PTX). Any M: x's rows go in
-    blocks of up to 16 columns of B at M <= 16, up to ``w4_tc_wide``'s MX above."""
+    Triton's interpreter or a Hopper GPU (compute capability 9.x: :func:`tc_capable`). Any M: x's rows go in blocks
+    of up to 16 columns of B at M <= 16, up to ``w4_tc_wide``'s MX above."""
     if triton is None or x.dtype != torch.bfloat16 or group_size < 64:
         return False
-    return INTERPRETED or (x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0))
+    return INTERPRETED or (x.device.type == "cuda" and tc_capable(torch.cuda.get_device_capability(x.device)))
 
 
 def w4a16_path(x: torch.Tensor, group_size: int) -> str:
@@ -643,7 +655,7 @@ def w4a16_tc(x, words, scales, group_size: int, out, tiled: TiledInt4 = None, **
 
 
 def w4a16_tiled(x: torch.Tensor, tiled: TiledInt4, **config) -> torch.Tensor:
-    """``w4a16_gemv`` on weights made tile-major by :func:`tile_major`, on the tc path (bf16 x, sm_90+ or the
+    """``w4a16_gemv`` on weights made tile-major by :func:`tile_major`, on the tc path (bf16 x, a Hopper GPU or the
     interpreter)."""
     _need_triton()
     if not isinstance(tiled, TiledInt4):
@@ -651,7 +663,7 @@ def w4a16_tiled(x: torch.Tensor, tiled: TiledInt4, **config) -> torch.Tensor:
     _check_x(x, tiled.k, what="the tile-major weight")
     if not tc_available(x, tiled.group_size):
         raise ValueError("tile-major weights run on the tensor-core path only: bf16 x, group_size >= 64, and "
-                         "Triton's interpreter or a GPU of compute capability 9.0 or newer")
+                         "Triton's interpreter or a Hopper GPU (sm_90)")
     _same_device(x=x, words=tiled.words)
     x = x.contiguous()
     out = torch.empty(x.shape[0], tiled.n, dtype=x.dtype, device=x.device)
@@ -686,7 +698,7 @@ def w4a16_gemv(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, grou
         tc = "rows" not in config and w4a16_path(x, group_size) == "tc"
     elif tc and not tc_available(x, group_size):
         raise ValueError("the tensor-core path (tc=True) needs bf16 x, group_size >= 64, and Triton's "
-                         "interpreter or a GPU of compute capability 9.0 or newer")
+                         "interpreter or a Hopper GPU (sm_90)")
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     if tc:
         return w4a16_tc(x, _words(packed), scales, group_size, out, **config)

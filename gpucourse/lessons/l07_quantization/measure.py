@@ -5,25 +5,30 @@ Each function takes the quantized GEMVs it times as arguments (``int8_fn(x, q, s
 are timed the same way. Ratios are measured within one call: every contender of a shape is timed in turns
 (:func:`gpucourse.timing.interleaved`), each repeat reading its weights from device memory (L2 flushed).
 
-The peers a practitioner could use instead of a kernel of their own:
+The peers a practitioner could use instead of a kernel of their own (the row names of :func:`peers`):
 
-* ``bf16 cuBLAS``: ``F.linear(x, w)`` with bf16 weights: the baseline every ratio is against (on a GPU without bf16
-  tensor cores, a T4, the activations, the baseline's weights and the dequantized weights are float16 instead:
-  :func:`low_dtype`, which prints the sentence saying so; the result's ``dtype`` says which, its keys stay those
-  of the bf16 course machine);
-* ``torch dequant+matmul``: dequantize to bf16 with torch ops, then ``F.linear`` (eager);
-* ``torch.compile dequant+matmul``: the same function through ``torch.compile`` (Inductor may fuse the dequantization
-  into its own kernel);
-* ``torchao int8 weight-only``: when ``torchao`` imports (it is not a dependency of the course).
+* ``bf16 cuBLAS``: ``F.linear(x, w)`` with bf16 weights: the baseline every ratio to bf16 is against (on a GPU
+  without bf16 tensor cores, a T4, the activations, the baseline's weights and the dequantized weights are float16
+  instead: :func:`low_dtype`, which prints the sentence saying so; the result's ``dtype`` says which, its keys stay
+  those of the bf16 course machine);
+* ``int8 one-liner, compiled`` (:func:`int8_one_liner`): what one writes without a kernel, the seed talk's
+  ``F.linear(x, q.to(bf16)) * scale`` with the scale applied *after* the matmul (as gpt-fast's int8 layer does, its
+  scales in bf16), through ``torch.compile`` with Inductor's ``coordinate_descent_tuning`` for this function only;
+* ``int4 tinygemm`` (:func:`tinygemm_int4`): PyTorch's own int4 kernel, ``torch._weight_int4pack_mm`` (gpt-fast's
+  and torchao's int4 weight-only path), on the same int4 values and scales converted once to its format
+  (:func:`tinygemm_weights`);
+* ``int8/int4 naive dequant+matmul``: the naive form, dequantizing the whole matrix in float32 (the scale applied to
+  every weight before the matmul), then ``F.linear`` (eager; int8 also compiled);
+* ``int8 torchao weight-only (compiled)``: when ``torchao`` imports (it is not a dependency of the course).
 
 Every repeat starts with L2 flushed by *reading* a buffer larger than L2 (``flush_l2="read"``,
 :func:`gpucourse.timing.bench`), not by writing one as ``triton.testing.do_bench`` does: a write flush leaves L2 full
-of dirty lines that the timed GEMV then writes back while it streams its weights, which adds about 10 µs to every
-contender on the course's H100 and squeezes the ratios (the lesson measures both). A decode step finds L2 holding
+of dirty lines that the timed GEMV then writes back while it streams its weights, which adds several µs to most
+contenders on the course's H100 (the lesson measures both: :func:`flush_effect`). A decode step finds L2 holding
 the previous layer's weights, clean lines.
 
-The functions run in CPU mode too (host timer, no compile, tiny sizes), so the tests can run them; only GPU figures
-mean anything.
+The functions run in CPU mode too (host timer, no compile, tiny sizes; tinygemm through its CPU twin), so the tests
+can run them; only GPU figures mean anything.
 """
 from __future__ import annotations
 
@@ -40,6 +45,17 @@ from . import kernels, packing, quant
 
 SHAPES = ((8192, 8192), (14336, 4096), (4096, 14336))  # (N, K): square, an MLP's up projection, its down projection
 GROUP = 128
+TINYGEMM_INNER_K_TILES = 8  # gpt-fast's choice (its int4 handler) and the largest: 16-byte loads of the packed words
+
+# The rows of the tables (one name per contender, the same in every measurement of the lesson).
+BF16 = "bf16 cuBLAS"
+INT8_SOLUTION, INT4_SOLUTION = "int8, workbook solution", "int4, workbook solution"
+INT8_LESSON, INT4_LESSON = "int8, lesson kernel", "int4, lesson kernel"
+ONE_LINER = "int8 one-liner, compiled"
+TINYGEMM = "int4 tinygemm"
+NAIVE8, NAIVE4 = "int8 naive dequant+matmul", "int4 naive dequant+matmul"
+NAIVE8_COMPILED = "int8 naive dequant+matmul, compiled"
+TORCHAO = "int8 torchao weight-only (compiled)"
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
 FLUSH = {"flush_l2": "read"}  # see the module docstring
 
@@ -65,23 +81,132 @@ def quantized_weights(n: int, k: int, group_size: int = GROUP, gen=None, dtype=N
     return {"w": w, "q8": q8, "s8": s8, "packed": packing.pack_int4(q4), "s4": s4, "group_size": group_size}
 
 
-def torch_dequant_int8(x, q, scale):
-    """What one writes without a kernel: dequantize the whole matrix to x's dtype, then a library matmul."""
+def naive_dequant_int8(x, q, scale):
+    """The naive form: the whole matrix scaled in float32 and rounded to x's dtype, then a library matmul. It
+    scales every weight before the matmul, where the scale of a row could be applied once to its sum."""
     return F.linear(x, (q.to(torch.float32) * scale[:, None]).to(x.dtype))
 
 
-def torch_dequant_int4(x, packed, scales, group_size: int):
+def naive_dequant_int4(x, packed, scales, group_size: int):
+    """The naive form for int4: unpack, scale every weight in float32, round to x's dtype, then a library matmul."""
     b = packed.to(torch.int16)
     q = torch.stack((((b & 0xF) ^ 8) - 8, ((b >> 4) ^ 8) - 8), dim=2).reshape(packed.shape[0], -1)
     return F.linear(x, (q.to(torch.float32) * scales.repeat_interleave(group_size, dim=1)).to(x.dtype))
+
+
+def int8_one_liner(x, q, scale_low):
+    """What one writes without a kernel, as the seed talk and gpt-fast's int8 layer do: the int8 weights cast to x's
+    dtype inside the matmul call, the per-row scale (``scale_low``: in x's dtype, as gpt-fast stores it) applied to
+    the product, once per output."""
+    return F.linear(x, q.to(x.dtype)) * scale_low
+
+
+ONE_LINER_OPTIONS = {"coordinate_descent_tuning": True}  # Inductor's option, for this compiled function only
+
+
+def compiled_int8_one_liner():
+    """:func:`int8_one_liner` through ``torch.compile`` with Inductor's ``coordinate_descent_tuning`` (it tunes the
+    generated kernel's block sizes on its first call), passed as this compile's own option so it does not leak into
+    the rest of the process; ``dynamic=False``: one kernel per shape, as a model's fixed layers get."""
+    return torch.compile(int8_one_liner, dynamic=False, options=dict(ONE_LINER_OPTIONS))
+
+
+# --- tinygemm: PyTorch's int4 weight-only kernel -----------------------------------------------------------------
+# torch._weight_int4pack_mm (aten/src/ATen/native/cuda/int4mm.cu) computes x @ W.T with W[n, k] = (u - 8) * scale +
+# zero for the unsigned nibble u in 0..15, scale and zero per group of K (bf16, scales_and_zeros [K / g, N, 2]); its
+# weights are first rearranged by torch._convert_weight_to_int4pack into the tensor-core fragment order, from uint8
+# [N, K / 2] holding column 2j in the HIGH nibble of byte j and column 2j + 1 in the low one (pytorch's
+# test_linalg.py / common_quantization.py `_group_quantize_tensor`: out[:, ::2] << 4 | out[:, 1::2]). The course's
+# symmetric int4 value q (-8..7, column 2j in the low nibble) is u = q + 8 with zero = 0: the same product.
+# On the CPU, torch._convert_weight_to_int4pack_for_cpu takes the values u as int32 [N, K] and
+# torch._weight_int4pack_mm_for_cpu computes the same product (the tests check the convention there).
+
+
+def tinygemm_bytes(packed: torch.Tensor) -> torch.Tensor:
+    """``pack_int4``'s bytes (N, K // 2) uint8 -> tinygemm's input bytes: each nibble offset to u = q + 8 (flip its
+    top bit) and the two nibbles of each byte swapped (column 2j high, 2j + 1 low)."""
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise TypeError(f"packed must be a 2-D uint8 tensor (N, K // 2) from pack_int4; got "
+                        f"{getattr(packed, 'dtype', type(packed).__name__)}")
+    t = packed ^ 0x88  # both nibbles: two's complement q -> q + 8
+    return ((t & 0x0F) << 4) | (t >> 4)
+
+
+def tinygemm_scales_and_zeros(scales: torch.Tensor, dtype=torch.bfloat16) -> torch.Tensor:
+    """Group scales (N, K // g) -> tinygemm's ``scales_and_zeros`` (K // g, N, 2) in ``dtype``: the scale, and a zero
+    point of 0 (symmetric quantization)."""
+    if not isinstance(scales, torch.Tensor) or scales.dim() != 2:
+        raise TypeError(f"scales must be a 2-D tensor (N, K // group_size); got {type(scales).__name__}")
+    s = scales.t().to(dtype)
+    return torch.stack((s, torch.zeros_like(s)), dim=2).contiguous()
+
+
+def tinygemm_unavailable(dtype, device) -> str | None:
+    """Why tinygemm cannot run for activations of ``dtype`` on ``device`` (None: it can)."""
+    device = torch.device(device)
+    if dtype != torch.bfloat16:
+        return f"tinygemm takes bf16 activations only, not {dtypes.name(dtype)}"
+    if device.type == "cuda":
+        if not hasattr(torch, "_weight_int4pack_mm") or not hasattr(torch, "_convert_weight_to_int4pack"):
+            return "this torch has no torch._weight_int4pack_mm"
+        if torch.cuda.get_device_capability(device) < (8, 0):
+            return "tinygemm's kernel needs compute capability 8.0 or newer"
+        return None
+    if device.type == "cpu":
+        if not hasattr(torch, "_weight_int4pack_mm_for_cpu") or \
+                not hasattr(torch, "_convert_weight_to_int4pack_for_cpu"):
+            return "this torch has no torch._weight_int4pack_mm_for_cpu"
+        return None
+    return f"tinygemm does not run on {device.type}"
+
+
+def tinygemm_weights(packed: torch.Tensor, scales: torch.Tensor, group_size: int,
+                     inner_k_tiles: int = TINYGEMM_INNER_K_TILES) -> dict:
+    """The int4 weights of ``w4a16_gemv`` (``packed`` (N, K // 2) uint8, float32 ``scales`` (N, K // group_size))
+    in tinygemm's format, converted once as a model loader would: ``{"w", "scales_and_zeros", "group_size", "n",
+    "k"}``. The scales become bf16 (tinygemm's format), a rounding of at most 2**-9 of each scale."""
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    if group_size not in (32, 64, 128, 256):
+        raise ValueError(f"tinygemm takes groups of 32, 64, 128 or 256, not {group_size!r}")
+    if inner_k_tiles not in (2, 4, 8):
+        raise ValueError(f"inner_k_tiles must be 2, 4 or 8, not {inner_k_tiles!r}")
+    n_mult = 8 if packed.device.type == "cuda" else 16  # the CPU twin takes N in multiples of 16
+    if n % n_mult or k % (16 * inner_k_tiles) or k % group_size:
+        raise ValueError(f"tinygemm needs N a multiple of {n_mult} and K a multiple of {16 * inner_k_tiles} and of "
+                         f"the group; got N = {n}, K = {k}")
+    if tuple(scales.shape) != (n, k // group_size):
+        raise ValueError(f"scales must have shape ({n}, {k // group_size}); got {tuple(scales.shape)}")
+    why = tinygemm_unavailable(torch.bfloat16, packed.device)
+    if why:
+        raise RuntimeError(why)
+    tb = tinygemm_bytes(packed.contiguous())
+    if packed.device.type == "cuda":
+        w = torch._convert_weight_to_int4pack(tb, inner_k_tiles)
+    else:  # the CPU twin takes the values u themselves, int32 (N, K)
+        u = torch.stack((tb >> 4, tb & 0x0F), dim=2).reshape(n, k).to(torch.int32)
+        w = torch._convert_weight_to_int4pack_for_cpu(u, inner_k_tiles)
+    return {"w": w, "scales_and_zeros": tinygemm_scales_and_zeros(scales).to(packed.device),
+            "group_size": group_size, "n": n, "k": k}
+
+
+def tinygemm_mm(x: torch.Tensor, tg: dict) -> torch.Tensor:
+    """``x @ W.T`` with tinygemm (x (M, K) bf16; ``tg`` from :func:`tinygemm_weights`) -> (M, N) bf16."""
+    x = x.contiguous()
+    if x.device.type == "cuda":
+        return torch._weight_int4pack_mm(x, tg["w"], tg["group_size"], tg["scales_and_zeros"])
+    return torch._weight_int4pack_mm_for_cpu(x, tg["w"], tg["group_size"], tg["scales_and_zeros"])
 
 
 def torchao_int8(w: torch.Tensor, compile: bool = True):
     """``(fn(x), None)``: torchao's int8 weight-only linear for ``w`` (``torch.compile``-d if ``compile``), or
     ``(None, why)`` where torchao is missing or fails here."""
     try:
-        import torchao  # noqa: F401
-        from torchao.quantization import quantize_
+        import warnings
+
+        with warnings.catch_warnings():  # some torchao versions' sources carry invalid escapes: noise, not news
+            warnings.simplefilter("ignore", SyntaxWarning)
+            import torchao  # noqa: F401
+            from torchao.quantization import quantize_
         try:
             from torchao.quantization import Int8WeightOnlyConfig
             config = Int8WeightOnlyConfig()
@@ -100,33 +225,57 @@ def torchao_int8(w: torch.Tensor, compile: bool = True):
         return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
 
 
+def _prepared(cache: dict, packed, scales, group_size: int, make):
+    """A weight's copy made by ``make(packed, scales, group_size)`` (a layout a kernel reads), kept in ``cache`` as a
+    model loader would keep it: made on the first call for each weight, again when the weight was changed in place
+    (its version counter). The cache holds the 8 weights laid out most recently (and keeps them alive)."""
+    key = (id(packed), id(scales), group_size)
+    hit = cache.get(key)
+    if hit is None or hit[0] is not packed or hit[1] is not scales or hit[2] != (packed._version, scales._version):
+        if len(cache) >= 8:
+            cache.pop(next(iter(cache)))
+        hit = cache[key] = (packed, scales, (packed._version, scales._version), make(packed, scales, group_size))
+    return hit[3]
+
+
 _TILE_MAJOR: dict = {}
+_TINYGEMM: dict = {}
 
 
 def lesson_int4(x, packed, scales, group_size: int):
-    """The lesson's int4 GEMV as a model would run it: where it takes the tc path (an H100: bf16 x, groups of 64 or
-    more; :func:`kernels.w4a16_path`) the weights are made tile-major (:func:`kernels.tile_major`) on the first call
-    for each weight and kept, as a model loader would do once, then :func:`kernels.w4a16_tiled`; elsewhere
-    :func:`kernels.w4a16_gemv` as it is. The cache holds the 8 weights laid out most recently (and keeps them
-    alive); a weight changed in place is laid out again (its version counter)."""
+    """The lesson's int4 GEMV as a model would run it: where it takes the tc path (a Hopper GPU: bf16 x, groups of
+    64 or more; :func:`kernels.w4a16_path`) the weights are made tile-major (:func:`kernels.tile_major`) on the first
+    call for each weight and kept (:func:`_prepared`), then :func:`kernels.w4a16_tiled`; elsewhere
+    :func:`kernels.w4a16_gemv` as it is."""
     if kernels.w4a16_path(x, group_size) != "tc":
         return kernels.w4a16_gemv(x, packed, scales, group_size)
-    key = (id(packed), id(scales), group_size)
-    hit = _TILE_MAJOR.get(key)
-    if hit is None or hit[0] is not packed or hit[1] is not scales or hit[2] != (packed._version, scales._version):
-        if len(_TILE_MAJOR) >= 8:
-            _TILE_MAJOR.pop(next(iter(_TILE_MAJOR)))
-        hit = _TILE_MAJOR[key] = (packed, scales, (packed._version, scales._version),
-                                  kernels.tile_major(packed, scales, group_size))
-    return kernels.w4a16_tiled(x, hit[3])
+    tiled = _prepared(_TILE_MAJOR, packed, scales, group_size, lambda p, s, g: kernels.tile_major(p, s, g))
+    return kernels.w4a16_tiled(x, tiled)
+
+
+def tinygemm_int4(x, packed, scales, group_size: int):
+    """PyTorch's int4 kernel (tinygemm, ``torch._weight_int4pack_mm``) with the int4 GEMVs' arguments: the weight
+    converted to its format on the first call and kept (:func:`tinygemm_weights`, :func:`_prepared`)."""
+    tg = _prepared(_TINYGEMM, packed, scales, group_size, tinygemm_weights)
+    return tinygemm_mm(x, tg)
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
 
 
 def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int = GROUP, compile: bool = True,
-          with_torchao: bool = False, rounds: int = 3, bench_kw=None, extra=None) -> dict:
-    """Time, per (N, K) shape at batch ``m``: bf16 cuBLAS, our int8 and int4 GEMVs, the torch paths and torchao,
-    plus the copy ceiling for each weight format (its least bytes moved at the measured copy bandwidth).
-    ``extra``: more contenders, ``name -> fn`` taking the int8 arguments (a name starting "int8") or the int4 ones.
-    Returns ``{"shapes": [...], "rows": [{shape, us: {name: µs}, ceiling_us: {...}, max_err: {...}}]}``."""
+          with_torchao: bool = False, library: bool = True, rounds: int = 3, bench_kw=None, extra=None,
+          names=(INT8_SOLUTION, INT4_SOLUTION)) -> dict:
+    """Time, per (N, K) shape at batch ``m``, in one interleaved run: bf16 cuBLAS, the int8 and int4 GEMVs
+    ``int8_fn`` and ``int4_fn`` (rows ``names``; by default the workbook's names, the lesson's kernels where none is
+    given), the libraries' peers (``library``: tinygemm, and on a GPU with ``compile`` the compiled int8 one-liner),
+    the naive torch paths (eager; the int8 one also compiled) and torchao (``with_torchao``), plus the copy ceiling
+    for each weight format (its least bytes moved at the measured copy bandwidth). ``extra``: more contenders,
+    ``name -> fn`` taking the int8 arguments (a name starting "int8") or the int4 ones. A peer that cannot run here
+    (or fails its first call) is left out, and ``notes`` says why.
+    Returns ``{"shapes": [...], "rows": [{shape, us: {name: µs}, ceiling_us: {...}, max_rel_err: {...}}], notes}``."""
     int8_fn = int8_fn or kernels.w8a16_gemv
     int4_fn = int4_fn or kernels.w4a16_gemv
     bench_kw = {**FLUSH, **(bench_kw or {})}
@@ -138,39 +287,64 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
         d = quantized_weights(n, k, group_size, gen, low)
         x = torch.randn(m, k, generator=gen).to(low).to(d["w"].device)
         w, q8, s8, p4, s4 = d["w"], d["q8"], d["s8"], d["packed"], d["s4"]
-        fns = {
-            "bf16 cuBLAS": lambda: F.linear(x, w),
-            "int8 (ours)": lambda: int8_fn(x, q8, s8),
-            "int4 (ours)": lambda: int4_fn(x, p4, s4, group_size),
-            "int8 torch dequant+matmul": lambda: torch_dequant_int8(x, q8, s8),
-            "int4 torch dequant+matmul": lambda: torch_dequant_int4(x, p4, s4, group_size),
-        }
+        s8_low = s8.to(low)  # the one-liner's scales, in x's dtype as gpt-fast stores them
+        fns, peer_fns = {BF16: lambda: F.linear(x, w)}, {}
+        if library and compile and on_gpu:
+            peer_fns[ONE_LINER] = lambda: (compiled_int8_one_liner(), None)
+        fns[names[0]] = lambda: int8_fn(x, q8, s8)
+        if library:
+            why = tinygemm_unavailable(low, x.device)
+            if why is None:
+                peer_fns[TINYGEMM] = lambda: (tinygemm_weights(p4, s4, group_size), None)
+            else:
+                notes[TINYGEMM] = why
+        fns[names[1]] = lambda: int4_fn(x, p4, s4, group_size)
         for name, fn in (extra or {}).items():
             if name.startswith("int8"):
                 fns[name] = lambda fn=fn: fn(x, q8, s8)
             else:
                 fns[name] = lambda fn=fn: fn(x, p4, s4, group_size)
+        fns[NAIVE8] = lambda: naive_dequant_int8(x, q8, s8)
+        fns[NAIVE4] = lambda: naive_dequant_int4(x, p4, s4, group_size)
         if compile and on_gpu:
-            c8, c4 = torch.compile(torch_dequant_int8), torch.compile(torch_dequant_int4)
-            fns["int8 torch.compile dequant+matmul"] = lambda: c8(x, q8, s8)
-            fns["int4 torch.compile dequant+matmul"] = lambda: c4(x, p4, s4, group_size)
+            c8 = torch.compile(naive_dequant_int8, dynamic=False)
+            fns[NAIVE8_COMPILED] = lambda: c8(x, q8, s8)
         if with_torchao and on_gpu:
-            _note(f"{n} x {k}: torchao int8 weight-only, quantizing and compiling ...")
-            ao, why = torchao_int8(w)
-            if ao is not None:
-                fns["int8 torchao weight-only (compiled)"] = lambda: ao(x)
+            peer_fns[TORCHAO] = lambda: torchao_int8(w)
+        # The peers: made (compiled, converted, quantized) before anything is timed; one that fails is left out.
+        for name, make in peer_fns.items():
+            _note(f"{n} x {k}: {name}: preparing ...")
+            try:
+                obj, why = make()
+            except Exception as exc:  # a library's code, outside the course's control: say so, time the rest
+                obj, why = None, _why(exc)
+            if obj is None:
+                notes[name] = why
+            elif name == ONE_LINER:
+                fns[name] = lambda c=obj: c(x, q8, s8_low)
+            elif name == TINYGEMM:
+                fns[name] = lambda tg=obj: tinygemm_mm(x, tg)
             else:
-                notes["torchao"] = why
-        # Correctness first (each against its own exact answer), then time.
+                fns[name] = lambda ao=obj: ao(x)
+        # Correctness first (each against the exact product of the quantized weights), then time.
         exact8 = kernels.reference_gemv(x, quant.dequantize(q8, s8)).float()
         exact4 = kernels.reference_gemv(x, quant.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
         err = {}
         for name, fn in progress(list(fns.items()), f"{n} x {k}: first calls (compiling)", label=lambda i: i[0]):
-            if name == "bf16 cuBLAS":
+            if name == BF16:
                 continue
-            out = fn().float()
+            try:
+                out = fn().float()
+            except Exception as exc:
+                if name not in (ONE_LINER, TINYGEMM, TORCHAO):
+                    raise  # the course's own code: an error is a bug to see
+                notes[name] = _why(exc)
+                continue
             ref = exact8 if name.startswith("int8") else exact4
             err[name] = float((out - ref).abs().max() / ref.abs().max())
+        order = [BF16, ONE_LINER, TORCHAO, names[0], INT8_LESSON, TINYGEMM, names[1], INT4_LESSON]
+        fns = {name: fns[name] for name in order + [other for other in fns if other not in order]
+               if name in fns and (name == BF16 or name in err)}  # the tables' order: int8 rows, then int4 rows
         timed = interleaved(fns, rounds=rounds, **bench_kw)
         us = {name: r.median_ms * 1e3 for name, r in timed.items()}
         ceiling = {}
@@ -186,15 +360,19 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
 
 def flush_effect(n: int = 8192, k: int = 8192, group_size: int = GROUP, rounds: int = 3, bench_kw=None) -> dict:
     """µs of bf16 cuBLAS and the lesson's int8 and int4 kernels at M = 1 on one (N, K) weight, once with L2
-    flushed by writing (``do_bench``'s way) and once by reading, so the two protocols' ratios can be compared."""
+    flushed by writing (``do_bench``'s way) and once by reading, so the two protocols' ratios can be compared; with
+    each contender's least bytes moved (``bytes``) and this GPU's L2 size (``l2_bytes``; None off a GPU)."""
     bench_kw = dict(bench_kw or {})
     low = low_dtype().torch
     d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(3), low)
     x = torch.randn(1, k, device=d["w"].device).to(low)
-    fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
-           "int8 (lesson kernel)": lambda: kernels.w8a16_gemv(x, d["q8"], d["s8"]),
-           "int4 (lesson kernel)": lambda: lesson_int4(x, d["packed"], d["s4"], group_size)}
-    out = {"n": n, "k": k, "dtype": dtypes.name(low), "us": {}}
+    fns = {BF16: lambda: F.linear(x, d["w"]),
+           INT8_LESSON: lambda: kernels.w8a16_gemv(x, d["q8"], d["s8"]),
+           INT4_LESSON: lambda: lesson_int4(x, d["packed"], d["s4"], group_size)}
+    out = {"n": n, "k": k, "dtype": dtypes.name(low), "us": {},
+           "bytes": {name: kernels.gemv_bytes(1, n, k, fmt, group_size)
+                     for name, fmt in ((BF16, "bf16"), (INT8_LESSON, "int8"), (INT4_LESSON, "int4"))},
+           "l2_bytes": device.props().l2_bytes if device.on_gpu() else None}
     for how, flush in (("write", True), ("read", "read")):
         timed = interleaved(fns, rounds=rounds, **{**bench_kw, "flush_l2": flush})
         out["us"][how] = {name: r.median_ms * 1e3 for name, r in timed.items()}
@@ -202,29 +380,43 @@ def flush_effect(n: int = 8192, k: int = 8192, group_size: int = GROUP, rounds: 
 
 
 def batch_sweep(n: int = 8192, k: int = 8192, ms=(1, 2, 4, 8, 16, 32, 64, 128, 256), int8_fn=None, int4_fn=None,
-                group_size: int = GROUP, bench_kw=None) -> dict:
-    """µs of bf16 cuBLAS, our int8 and our int4 kernels at each batch size M on one (N, K) weight."""
+                group_size: int = GROUP, rounds: int = 2, bench_kw=None) -> dict:
+    """µs of bf16 cuBLAS, the lesson's int8 and int4 kernels (or ``int8_fn``, ``int4_fn``) and tinygemm (where it
+    runs: bf16) at each batch size M on one (N, K) weight, each M in one interleaved run; with the rows of x each
+    program of the lesson's kernels takes (``x_rows_per_block``: the int4 tc path's MX, the int8 dot path's
+    BLOCK_M; 1 on a rows path), from the configuration that runs here (:func:`kernels.configs`)."""
     int8_fn = int8_fn or kernels.w8a16_gemv
     int4_fn = int4_fn or lesson_int4
     bench_kw = {**FLUSH, **(bench_kw or {})}
     low = low_dtype().torch
     d = quantized_weights(n, k, group_size, torch.Generator().manual_seed(1), low)
-    out = {"n": n, "k": k, "ms": list(ms), "dtype": dtypes.name(low),
-           "us": {"bf16 cuBLAS": [], "int8 (ours)": [], "int4 (ours)": []}}
+    tiny = tinygemm_unavailable(low, d["w"].device) is None
+    names = [BF16, INT8_LESSON, INT4_LESSON] + ([TINYGEMM] if tiny else [])
+    out = {"n": n, "k": k, "ms": list(ms), "dtype": dtypes.name(low), "us": {name: [] for name in names},
+           "x_rows_per_block": {"int8": [], "int4": []}}
+    cfg = kernels.configs()
     for m in progress(ms, f"batch sweep {n} x {k}"):
         x = torch.randn(m, k, device=d["w"].device).to(low)
-        fns = {"bf16 cuBLAS": lambda: F.linear(x, d["w"]),
-               "int8 (ours)": lambda: int8_fn(x, d["q8"], d["s8"]),
-               "int4 (ours)": lambda: int4_fn(x, d["packed"], d["s4"], group_size)}
-        timed = interleaved(fns, rounds=2, **bench_kw)
+        fns = {BF16: lambda: F.linear(x, d["w"]),
+               INT8_LESSON: lambda: int8_fn(x, d["q8"], d["s8"]),
+               INT4_LESSON: lambda: int4_fn(x, d["packed"], d["s4"], group_size)}
+        if tiny:
+            fns[TINYGEMM] = lambda: tinygemm_int4(x, d["packed"], d["s4"], group_size)
+        timed = interleaved(fns, rounds=rounds, **bench_kw)
         for name, r in timed.items():
             out["us"][name].append(r.median_ms * 1e3)
+        rows8 = m <= cfg["w8_rows_max_m"]
+        out["x_rows_per_block"]["int8"].append(1 if rows8 else cfg[kernels.w8_config_name(m, False)]["BLOCK_M"])
+        path4 = kernels.w4a16_path(x, group_size)
+        out["x_rows_per_block"]["int4"].append(kernels.tc_config(m)["MX"] if path4 == "tc" else
+                                               1 if path4 == "rows" else cfg["w4_dot"]["BLOCK_M"])
     return out
 
 
 class MLPBlock:
     """A transformer MLP block (SwiGLU, as in Llama): ``down(silu(gate(x)) * up(x))``, gate and up fused into one
-    (2I, H) weight. ``fmt``: "bf16", "int8" (per-channel) or "int4" (group-wise)."""
+    (2I, H) weight. ``fmt``: "bf16", "int8" (per-channel) or "int4" (group-wise); the quantized GEMVs are
+    ``int8_fn`` and ``int4_fn`` (the lesson's kernels by default)."""
 
     def __init__(self, hidden: int, inter: int, fmt: str = "bf16", group_size: int = GROUP, gen=None,
                  weights=None, int8_fn=None, int4_fn=None):
@@ -266,9 +458,10 @@ class MLPBlock:
 
 def mlp_decode(hidden: int = 4096, inter: int = 14336, m: int = 1, int8_fn=None, int4_fn=None,
                group_size: int = GROUP, rounds: int = 3, bench_kw=None) -> dict:
-    """One decode step (M tokens) through the MLP block with bf16, int8 and int4 weights: µs per step, weight bytes
-    and the output's error against the bf16 block (relative to the output's largest magnitude, and relative
-    Frobenius)."""
+    """One decode step (M tokens) through the MLP block with bf16, int8 and int4 weights (the lesson's kernels, or
+    ``int8_fn``, ``int4_fn``), and with int4 through tinygemm (``"int4 tinygemm"``, where it runs: bf16): µs per
+    step, weight bytes and the output's error against the bf16 block (relative to the output's largest magnitude,
+    and relative Frobenius)."""
     bench_kw = {**FLUSH, **(bench_kw or {})}
     low = low_dtype().torch  # prints the sentence on a T4; the blocks' weights ask it again, silently
     gen = torch.Generator().manual_seed(2)
@@ -276,6 +469,13 @@ def mlp_decode(hidden: int = 4096, inter: int = 14336, m: int = 1, int8_fn=None,
     for fmt in ("int8", "int4"):
         blocks[fmt] = MLPBlock(hidden, inter, fmt, group_size, weights=blocks["bf16"].weights,
                                int8_fn=int8_fn, int4_fn=int4_fn)
+    notes = {}
+    why = tinygemm_unavailable(low, device.torch_device())
+    if why is None:
+        blocks[TINYGEMM] = MLPBlock(hidden, inter, "int4", group_size, weights=blocks["bf16"].weights,
+                                    int4_fn=tinygemm_int4)
+    else:
+        notes[TINYGEMM] = why
     x = torch.randn(m, hidden, generator=gen).to(low).to(device.torch_device())
     ref = blocks["bf16"](x).double()
     errors = {}
@@ -286,4 +486,43 @@ def mlp_decode(hidden: int = 4096, inter: int = 14336, m: int = 1, int8_fn=None,
     timed = interleaved({fmt: (lambda blk=blk: blk(x)) for fmt, blk in blocks.items()}, rounds=rounds, **bench_kw)
     return {"hidden": hidden, "inter": inter, "m": m, "group_size": group_size, "dtype": dtypes.name(low),
             "us": {fmt: r.median_ms * 1e3 for fmt, r in timed.items()},
-            "weight_mb": {fmt: blk.weight_bytes() / 1e6 for fmt, blk in blocks.items()}, "errors": errors}
+            "weight_mb": {fmt: blk.weight_bytes() / 1e6 for fmt, blk in blocks.items()}, "errors": errors,
+            "notes": notes}
+
+
+def int4_paths(shapes=SHAPES, group_size: int = GROUP, rounds: int = 3, bench_kw=None) -> dict:
+    """The int4 paths of section 4 and 4b measured live, M = 1, in one interleaved run per shape: bf16 cuBLAS,
+    ``w4a16_gemv``'s rows path, its tc path on ``pack_int4``'s row layout, the tc path on tile-major weights (what
+    :func:`lesson_int4` runs) and tinygemm; with each one's largest error against the exact product, relative to its
+    largest value. The tc rows need a Hopper GPU (or the interpreter); where the tc path cannot run they are left
+    out and ``notes`` says so."""
+    bench_kw = {**FLUSH, **(bench_kw or {})}
+    low = low_dtype().torch
+    gen = torch.Generator().manual_seed(5)
+    rows, notes = [], {}
+    for n, k in progress(shapes, "int4 paths at M=1"):
+        d = quantized_weights(n, k, group_size, gen, low)
+        x = torch.randn(1, k, generator=gen).to(low).to(d["w"].device)
+        p4, s4 = d["packed"], d["s4"]
+        fns = {BF16: lambda: F.linear(x, d["w"]),
+               "int4 rows path": lambda: kernels.w4a16_gemv(x, p4, s4, group_size, tc=False, rows=True)}
+        if kernels.tc_available(x, group_size):
+            tiled = kernels.tile_major(p4, s4, group_size)
+            fns["int4 tc path, row layout"] = lambda: kernels.w4a16_gemv(x, p4, s4, group_size, tc=True)
+            fns["int4 tc path, tile-major"] = lambda: kernels.w4a16_tiled(x, tiled)
+        else:
+            notes["tc"] = "the tensor-core path runs on a Hopper GPU (sm_90) with bf16 x and groups of 64 or more"
+        why = tinygemm_unavailable(low, x.device)
+        if why is None:
+            tg = tinygemm_weights(p4, s4, group_size)
+            fns[TINYGEMM] = lambda: tinygemm_mm(x, tg)
+        else:
+            notes[TINYGEMM] = why
+        exact = kernels.reference_gemv(x, quant.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
+        err = {name: float((fn().float() - exact).abs().max() / exact.abs().max())
+               for name, fn in fns.items() if name != BF16}
+        timed = interleaved(fns, rounds=rounds, **bench_kw)
+        rows.append({"shape": [n, k], "us": {name: r.median_ms * 1e3 for name, r in timed.items()},
+                     "max_rel_err": err})
+        del d, fns
+    return {"group_size": group_size, "dtype": dtypes.name(low), "rows": rows, "notes": notes}

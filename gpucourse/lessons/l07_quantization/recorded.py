@@ -10,8 +10,9 @@ FILE = "h100-explore-quant-words.json"
 
 
 def profile() -> dict:
-    """The recorded run: ncu figures per kernel, instruction counts, and the best speed-ups of the word-wise
-    variants against the lesson kernels in the same runs."""
+    """The recorded run: ncu figures per kernel (the int8 kernel, and a byte-wise int4 kernel: ``w4a16``), instruction
+    counts, and the best speed-ups of the word-wise variants against that byte-wise kernel in the same runs
+    (``lesson_i4_range``: it was the lesson's int4 kernel when these rounds ran)."""
     doc = benchmarks.recorded(FILE)
     ncu = doc["ncu_8192x8192"]
     best, lesson = [], []
@@ -30,7 +31,7 @@ def show_profile() -> dict:
     print(f"recorded on an {p['device']} (torch {p['torch']}, triton {p['triton']}) with Nsight Compute, not "
           f"measured here; 8192 x 8192, M = 1")
     print(f"{'kernel':>14} {'µs':>6} {'DRAM % of peak':>15} {'busiest memory unit %':>22} {'issue slots used %':>19}")
-    for name, label in (("w8a16", "int8 (lesson)"), ("w4a16", "int4 (lesson)")):
+    for name, label in (("w8a16", "int8, lesson"), ("w4a16", "int4, bytes")):
         k = ncu[name]
         print(f"{label:>14} {float(k['Duration'][0]):6.1f} {float(k['DRAM Throughput'][0]):15.0f} "
               f"{float(k['Mem Busy'][0]):22.0f} {100 * float(k['Issued Warp Per Scheduler'][0]):19.0f}")
@@ -40,7 +41,7 @@ def show_profile() -> dict:
     print("ncu: " + "; ".join(ins["ncu_notes"][:2]))
     print(f"a variant with 3 instructions per weight in its source (explore_quant_words.py): best "
           f"{p['words_best_i4']:.2f}x bf16, against {p['lesson_i4_range'][0]:.2f}-{p['lesson_i4_range'][1]:.2f}x for "
-          f"the lesson kernel in the same runs")
+          f"the byte-wise kernel in the same runs")
     return p
 
 
@@ -91,7 +92,7 @@ def show_rounds() -> dict:
     print(f"recorded on an {r['device']} (torch {r['torch']}, triton {r['triton']}), not measured here; "
           f"8192 x 8192, M = 1, µs with L2 flushed by a read (best configuration of each)")
     lines = (("read the int4 words only, in the GEMV's order (no arithmetic)", r["read_only"]),
-             ("int4 GEMV: bytes, x pairs split in registers (before)", r["bytes_pairs"]),
+             ("int4 GEMV: bytes, x pairs split in registers", r["bytes_pairs"]),
              ("int4 GEMV: words, x split in registers", r["words_split"]),
              ("int4 GEMV: words, x already in planes", r["planes_alone"]),
              ("reorder x into planes (a small kernel of its own)", r["reorder"]),
@@ -145,7 +146,8 @@ def show_tc() -> dict:
     print(f"largest error against the float64 product, the tc path's equal to the rows path's on the "
           f"{len(r['checked_shapes'])} checked shapes at M = 1: {r['same_error_as_rows']}")
     sq = next(s for s in r["shapes"] if s["shape"] == (8192, 8192))
-    print(f"read floor, 8192 x 8192 (the int4 words read in the GEMV's order, no arithmetic; another run): "
+    print(f"read floor, 8192 x 8192, row layout (the int4 words read in the GEMV's order, no arithmetic; one run "
+          f"of its own): "
           f"{r['read_only']:.1f} µs ({r['read_fastest']:.1f} µs the fastest block shape) against bf16's "
           f"{r['read_bf16']:.1f} µs = {r['read_bf16'] / r['read_only']:.2f}x "
           f"({r['read_bf16'] / r['read_fastest']:.2f}x)")

@@ -13,6 +13,13 @@ launch. `x` is bfloat16 (M, K), M from 1 to 16; `packed` uint8 (N, K // 2); `sca
 anything from 1 up. Unpack in registers (shifts), multiply and accumulate in float32, and apply each group's scale
 in float32 (to the group's partial sum or to each weight). Never round partial sums to bfloat16 ("cancelling
 halves" shows it), and no torch matmul on a dequantized matrix.
+The skeleton's kernel takes `MAGIC`, a run-time argument: pass it 0x4B000000, the bits of the float 2**23, for the
+lesson's conversion without an int-to-float instruction (section 4): a nibble at bits P..P+3 of a word, masked in
+place and ORed into MAGIC - (P << 23) (the bits of the float 2**(23 - P)), then read as a float (`.to(tl.float32,
+bitcast=True)`), is 2**(23 - P) plus the nibble; one subtraction leaves the value (XOR the word with 0x88888888 first
+and the nibble is q + 8, never negative). It is an argument rather than a constant so that the compiler keeps it in a
+register. Using it is optional: a nibble shifted down, masked and converted with `.to(tl.float32)` is as correct,
+only slower.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
 on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
 allocating, viewing, copying, casting and filling tensors is fine.
@@ -67,6 +74,12 @@ EXERCISE = Exercise(
     determinism="tolerance",
     reference_ops=_MATMUL_OPS,
     forbidden_ops=_MATMUL_OPS,  # however reached (issue 39), as in int8_gemv
-    perf=Perf(baseline="copy", target=0.7, params={"m": 1, "n": 8192, "k": 8192, "group_size": 128},
+    # Speed: the reference solution's bandwidth against a torch copy of the same bytes, 0.49x on the course's H100
+    # in three checks with L2 flushed by reading (the lesson's protocol), and 0.32-0.58x with the grader's default
+    # write flush, which made this check noise (issue 31): it flushes by reading, as the lesson does. At four bits a
+    # weight the bound is the work per weight, not the bytes (lesson 07, section 4), so a rows kernel stays at about
+    # half the copy's rate; 0.45 is the floor it meets. The lesson's benchmark holds it to tinygemm instead
+    # (quant07_gemv: >= 0.9x, which the reference misses today).
+    perf=Perf(baseline="copy", target=0.45, flush_l2="read", params={"m": 1, "n": 8192, "k": 8192, "group_size": 128},
               bytes=gemv_bytes),
 )

@@ -13,6 +13,10 @@ convert it in registers, multiply and accumulate in float32, and apply the scale
 weight in float32). Do not round dequantized weights or partial sums to bfloat16 (8 significant bits): the case
 "cancelling halves" is built so that either shows. No torch matmul: materializing the bf16 weight matrix moves
 three times the bytes the kernel exists to save.
+The skeleton's kernel takes `STAGES` (a tl.constexpr; the wrapper's default is 4) for the loop over K: write it as
+`for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES)` and Triton issues the loads of the coming steps while the
+current one is multiplied (software pipelining; STAGES - 1 steps in flight, 1: none ahead), so the weights keep
+streaming from memory. It changes only the speed.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
 on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
 allocating, viewing, copying, casting and filling tensors is fine.
@@ -72,5 +76,10 @@ EXERCISE = Exercise(
     # A torch matmul on anything fails a case, however it is reached (issue 39): on copies the op recorder cannot
     # follow (through NumPy, the host) it is no "use" of the inputs, and it used to pass with only a flag.
     forbidden_ops=_MATMUL_OPS,
-    perf=Perf(baseline="copy", target=0.8, params={"m": 1, "n": 8192, "k": 8192}, bytes=gemv_bytes),
+    # Speed: the reference solution's bandwidth against a torch copy of the same bytes, 0.77-0.80x on the course's
+    # H100 whether L2 is flushed by writing (the grader's do_bench default) or by reading (the lesson's protocol),
+    # three checks each (issue 31). 0.7 leaves the noise room. The lesson's benchmark holds the kernel to its peer,
+    # the compiled one-liner, instead (quant07_gemv).
+    perf=Perf(baseline="copy", target=0.7, flush_l2="read", params={"m": 1, "n": 8192, "k": 8192},
+              bytes=gemv_bytes),
 )
