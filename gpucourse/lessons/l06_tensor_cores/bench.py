@@ -8,7 +8,8 @@ from gpucourse.benchmarks import register, target
 
 from . import measure, training
 
-FP8_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 2048), (16384, 4096, 4096))
+# 8192³ (the headline), then flatter and smaller shapes where cuBLAS's kernel choice matters more.
+FP8_SHAPES = ((8192, 8192, 8192), (8192, 8192, 2048), (16384, 8192, 1024), (4096, 4096, 4096), (1024, 8192, 8192))
 
 
 def solutions() -> dict:
@@ -18,9 +19,10 @@ def solutions() -> dict:
     return cached_solutions(LESSON.notebook)
 
 
-def fp8_result(shapes=FP8_SHAPES, rounds: int = 3) -> dict:
-    """The workbook's ``fp8_matmul`` against ``torch._scaled_mm`` on ``shapes`` and, at 8192³, against lesson 05's
-    bf16 Triton matmul (the workbook kernel) and the FP8 datasheet peak."""
+def fp8_result(shapes=FP8_SHAPES, rounds: int = 7, rep_ms: float = 100) -> dict:
+    """The workbook's ``fp8_matmul`` against ``torch._scaled_mm`` like for like (precise against precise, fast
+    against fast: :func:`measure.fp8_like_for_like`) on ``shapes``, and at 8192³ against lesson 05's bf16 Triton
+    matmul (the workbook kernel), each FP8 mode timed in the same interleaved rounds."""
     import torch
 
     from gpucourse.solutions import cached_solutions
@@ -29,33 +31,43 @@ def fp8_result(shapes=FP8_SHAPES, rounds: int = 3) -> dict:
     from . import precision
 
     fp8_matmul = solutions()["fp8_matmul"]
-    table = measure.fp8_versus_scaled_mm(fp8_matmul, sizes=shapes, rounds=rounds)
+    table = measure.fp8_like_for_like(fp8_matmul, shapes=shapes, rounds=rounds, rep_ms=rep_ms)
     n = 8192
     mm = cached_solutions("05_triton")["matmul"]  # lesson 05's workbook kernel, loaded from its solved workbook
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     qa, sa = precision.fp8_quantize(torch.randn(n, n, device="cuda"))
     qy, sb = precision.fp8_quantize(torch.randn(n, n, device="cuda"))
-    mm(a, b), fp8_matmul(qa, qy.t(), sa, sb)
+    fns = {"fp8_matmul fast": lambda: fp8_matmul(qa, qy.t(), sa, sb, precise=False),
+           "fp8_matmul precise": lambda: fp8_matmul(qa, qy.t(), sa, sb, precise=True),
+           "lesson 05 bf16 matmul": lambda: mm(a, b)}
+    for fn in fns.values():
+        fn()
     settle(lambda: torch.matmul(a, b), seconds=1.0)
-    r = interleaved({"fp8_matmul": lambda: fp8_matmul(qa, qy.t(), sa, sb), "lesson 05 bf16 matmul": lambda: mm(a, b)},
-                    rounds=rounds, flops=2 * n**3, rep_ms=200)
-    return {"shapes": {"x".join(map(str, s)): v for s, v in table.items()},
-            "vs_lesson05_bf16": {"fp8_matmul_tflops": r["fp8_matmul"].typical.tflops,
-                                 "bf16_tflops": r["lesson 05 bf16 matmul"].typical.tflops,
-                                 "ratio": r["lesson 05 bf16 matmul"].median_ms / r["fp8_matmul"].median_ms},
-            "fp8_peak_tflops": measure.peak("fp8")}
+    r = interleaved(fns, rounds=rounds, rep_ms=rep_ms)
+    vs = {"tflops": {name: 2 * n**3 / v.median_ms / 1e9 for name, v in r.items()}}
+    for mode in ("fast", "precise"):
+        vs[mode], vs[f"{mode}_range"] = measure.round_ratios(r["lesson 05 bf16 matmul"].medians_ms,
+                                                            r[f"fp8_matmul {mode}"].medians_ms)
+    return {"shapes": table["shapes"], "rounds": rounds, "vs_lesson05_bf16": vs, "fp8_peak_tflops": measure.peak("fp8")}
 
 
 def fp8_targets(res: dict) -> list:
+    """Like for like at 8192³, and what FP8 buys over the course's bf16 kernel. Each threshold sits below what the
+    reference solution measured on the course's H100 by more than the spread of the rounds (benchmarks/results/
+    h100-explore-tensor-cores.json and -2.json: fast/fast 0.89, precise/precise 0.79, fast/bf16 1.83; a two-round
+    check of 2026-11-26 spread 0.88-0.91, 0.72-0.78 and 1.54-1.83): a kernel that misses one has lost real ground,
+    not a draw of the clocks. FP8's datasheet rate is twice bf16's; 1.5 asks a Triton kernel to keep three quarters
+    of that doubling."""
     big = res["shapes"]["8192x8192x8192"]
-    out = [target("fp8_matmul 8192^3 / torch._scaled_mm per-tensor", big["ratio"], 0.90),
-           target("fp8_matmul 8192^3 / torch._scaled_mm per-tensor, fast accumulation (like for like)",
-                  big["ratio_fast_accum"], 0.90),
-           target("fp8_matmul 8192^3 / lesson 05 bf16 Triton matmul", res["vs_lesson05_bf16"]["ratio"], 1.6)]
-    res["fp8_matmul_8192_pct_of_fp8_peak"] = (100 * big["tflops"]["yours"] / res["fp8_peak_tflops"]
-                                              if res.get("fp8_peak_tflops") else None)
-    res["ratios_other_shapes"] = {s: v["ratio"] for s, v in res["shapes"].items() if s != "8192x8192x8192"}
+    out = [target("fp8_matmul fast / torch._scaled_mm fast (use_fast_accum=True), 8192^3", big["fast"], 0.85),
+           target("fp8_matmul precise / torch._scaled_mm precise (default), 8192^3", big["precise"], 0.70),
+           target("fp8_matmul fast / lesson 05 bf16 Triton matmul, 8192^3", res["vs_lesson05_bf16"]["fast"], 1.5)]
+    res["fp8_matmul_8192_pct_of_fp8_peak"] = {
+        mode: 100 * big["tflops"][f"fp8_matmul {mode}"] / res["fp8_peak_tflops"] for mode in ("fast", "precise")
+    } if res.get("fp8_peak_tflops") else None
+    res["ratios_other_shapes"] = {s: {"precise": v["precise"], "fast": v["fast"]} for s, v in res["shapes"].items()
+                                  if s != "8192x8192x8192"}
     return out
 
 
@@ -82,10 +94,18 @@ def waves_bench() -> dict:
     return waves_result()
 
 
+# A bf16 step should gain at least this share of what bf16 gains over TF32 in the model's matmuls alone (both
+# measured in the same run). A step whose matmuls stayed in TF32 would score about 1 / (bf16/TF32 matmul ratio), near
+# 0.5 on an H100; the parts autocast keeps in fp32 (layer norms, the loss, AdamW's update) may pull a healthy step
+# somewhat below 1, and attention (a fused bf16 kernel against an fp32 one) may push it above.
+TF32_SHARE = 0.75
+
+
 def training_targets(res: dict) -> list:
     """The H100's targets for the training comparison, for the runs this GPU made: the mixed-precision run is bf16
-    autocast where the GPU has bf16 tensor cores, else fp16 autocast with its GradScaler (a T4); the TF32 target only
-    where TF32 ran (Ampere and newer)."""
+    autocast where the GPU has bf16 tensor cores, else fp16 autocast with its GradScaler (a T4). The TF32 target
+    (only where TF32 ran and the matmul rates were measured) is relative: the step's speed-up over TF32 divided by
+    the bf16/TF32 speed-up of the model's matmuls in the same run, at least :data:`TF32_SHARE`."""
     runs, finals = res["runs"], res["fp32_finals"]
     mixed = next((m for m in ("bf16 autocast", "fp16 autocast + GradScaler") if m in runs), None)
     if mixed is None or "fp32" not in runs:
@@ -95,8 +115,12 @@ def training_targets(res: dict) -> list:
     mean = sum(finals) / len(finals)
     res["fp32_final_spread"] = spread
     out = [target(f"training step: {mixed} speed-up over fp32", runs["fp32"]["step_ms"] / low["step_ms"], 5.0)]
-    if "tf32" in runs:
-        out.append(target(f"training step: {mixed} speed-up over TF32", runs["tf32"]["step_ms"] / low["step_ms"], 2.3))
+    matmul = res.get("matmul")
+    if "tf32" in runs and matmul and mixed.startswith("bf16"):
+        step = runs["tf32"]["step_ms"] / low["step_ms"]
+        res["speedup_over_tf32"] = step
+        out.append(target("training step: bf16 speed-up over TF32 / bf16-over-TF32 speed-up of the model's "
+                          "matmuls (same run)", step / matmul["bf16_over_tf32"], TF32_SHARE))
     out.append(target(f"|{mixed.split()[0]} final loss - fp32 mean| / fp32 run-to-run spread",
                       abs(low["final_loss"] - mean) / spread if spread else float("inf"), 1.0, "<="))
     return out

@@ -30,3 +30,23 @@ def ratio_fp8_over_bf16(doc: dict) -> float:
     """fp8_matmul (fast accumulation) over lesson 05's bf16 Triton matmul at 8192³ as recorded (the first
     exploration run, whose fp8_matmul used fast accumulation)."""
     return benchmarks.recorded(FILES[0])["results"]["bf16_triton"]["fp8_over_l05_bf16"]
+
+
+def fp8_modes(doc: dict) -> str:
+    """The recorded FP8 runs as a like-for-like table: fp8_matmul precise against ``_scaled_mm``'s default (the
+    second file's table, where the workbook kernel ran with precise=True), fp8_matmul fast against
+    ``use_fast_accum=True`` (its 8192³ fast-accumulation run). Each pair comes from one interleaved run of 3 rounds;
+    the two modes come from separate runs."""
+    fp8 = doc["results"]["fp8"]
+    fast = fp8.get("fast_accumulation_8192", {})
+    head = "precise: fp8_matmul / _scaled_mm (TFLOP/s)"
+    lines = [f"{'M x N x K':<18}{head:>46}{'fast: fp8_matmul / _scaled_mm':>38}"]
+    for shape, r in fp8["table"].items():
+        t = r["tflops"]
+        mine, theirs = t["yours"], t["_scaled_mm"]
+        line = f"{shape:<18}{mine:>14,.0f} / {theirs:,.0f} = {mine / theirs:.2f}".ljust(64)
+        if shape in fast:
+            mine, theirs = fast[shape]["tflops"]["yours"], fast[shape]["tflops"]["_scaled_mm fast accum"]
+            line += f"{mine:>8,.0f} / {theirs:,.0f} = {mine / theirs:.2f}"
+        lines.append(line.rstrip())
+    return "\n".join(lines)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from .precision import tf32
 
 STEPS_GPU = 60  # training steps per run on a GPU (the tiny CPU-mode model takes fewer in the lesson)
+TIMED_BATCHES = 4  # batches the timed steps cycle through (built before timing, like the training batches)
 MODES = ("fp32", "tf32", "bf16 autocast", "fp16 autocast + GradScaler")
 
 
@@ -111,7 +112,14 @@ def autocast(mode: str, dev):
 def train(mode: str, steps: int = 30, seed: int = 0, c: Config | None = None, timed_steps: int = 10) -> dict:
     """Train a fresh model (weights from ``seed``) for ``steps`` steps in ``mode`` and return the loss of every step;
     on a GPU also time ``timed_steps`` more steps with :func:`gpucourse.timing.bench` (median ms per step) and report
-    the peak memory of the whole run."""
+    the peak memory of the whole run.
+
+    Every batch is built and copied to the device before the first step (the data of a seed is the same in every
+    mode): a step then runs only the model and the optimizer, with no host-side batch synthesis and no synchronous
+    pageable copy inside it (lesson 02's anti-pattern, which would add the same host time to every mode and shrink
+    their ratios). The timed steps cycle through :data:`TIMED_BATCHES` further batches built the same way."""
+    import itertools
+
     from gpucourse import device
     from gpucourse.timing import bench
 
@@ -128,10 +136,11 @@ def train(mode: str, steps: int = 30, seed: int = 0, c: Config | None = None, ti
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, fused=dev.type == "cuda")
     scaler = torch.amp.GradScaler(dev.type, enabled=mode.startswith("fp16"))
     gen = torch.Generator().manual_seed(seed + 1)
+    data = [batch(c, gen, dev) for _ in range(steps)]  # on the device before any step runs
+    timed_data = itertools.cycle([batch(c, gen, dev) for _ in range(TIMED_BATCHES if timed_steps else 0)])
     losses = []  # tensors, read after the run: no synchronization per step
 
-    def step():
-        x, y = batch(c, gen, dev)
+    def step(x, y):
         with tf32(mode == "tf32"):  # the whole step: the backward's matmuls need it too
             with autocast(mode, dev):
                 logits = model(x)
@@ -145,23 +154,50 @@ def train(mode: str, steps: int = 30, seed: int = 0, c: Config | None = None, ti
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    for _ in range(steps):
-        step()
+    for x, y in data:
+        step(x, y)
     out = {"mode": mode, "seed": seed, "params": n_params(model), "config": dataclasses.asdict(c)}
     curve = [float(v) for v in torch.stack(losses).cpu()]
     out["losses"] = curve
     out["final_loss"] = sum(curve[-5:]) / len(curve[-5:])
     if dev.type == "cuda" and timed_steps:
-        r = bench(step, warmup_ms=0, rep_ms=0, min_reps=timed_steps, max_reps=timed_steps, flush_l2=False)
+        r = bench(lambda: step(*next(timed_data)), warmup_ms=0, rep_ms=0, min_reps=timed_steps,
+                  max_reps=timed_steps, flush_l2=False)
         out["step_ms"] = r.median_ms
         out["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
     return out
 
 
+def matmul_rates(c: Config | None = None, rounds: int = 5, rep_ms: float = 100) -> dict:
+    """TFLOP/s of the model's largest matmul shape (the MLP's up-projection: batch x seq tokens by d_model, times
+    d_model by 4 d_model) in TF32 and in bf16, timed in the same interleaved rounds: what the tensor cores alone gain
+    from bf16 over TF32 at this model's sizes. GPU only; needs TF32 and bf16 (Ampere or newer)."""
+    from gpucourse import device
+    from gpucourse.timing import interleaved, settle
+
+    device.require_gpu("Timing the model's matmuls")
+    if not (device.has_tf32() and device.has_bf16()):
+        raise RuntimeError("comparing bf16 with TF32 needs an Ampere or newer GPU (compute capability 8.0+)")
+    c = c or Config.for_mode()
+    m, k, n = c.batch * c.seq, c.d_model, 4 * c.d_model
+    x, w = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
+    xb, wb = x.bfloat16(), w.bfloat16()
+
+    def tf32_mm():
+        with tf32(True):
+            return x @ w
+
+    settle(lambda: xb @ wb, seconds=0.5)
+    runs = interleaved({"tf32": tf32_mm, "bf16": lambda: xb @ wb}, rounds=rounds, rep_ms=rep_ms)
+    tfl = {name: 2 * m * n * k / r.median_ms / 1e9 for name, r in runs.items()}
+    return {"shape": [m, k, n], "tflops": tfl, "bf16_over_tf32": runs["tf32"].median_ms / runs["bf16"].median_ms}
+
+
 def compare(steps: int = 30, fp32_seeds=(0, 1, 2), modes=MODES, c: Config | None = None) -> dict:
     """Every mode of ``modes`` this device runs (seed 0), plus fp32 at the other ``fp32_seeds`` for the run-to-run
-    spread of the final loss. Returns ``{"runs": {mode: train(...)}, "fp32_finals": [...], "skipped": {mode: why}}``.
-    """
+    spread of the final loss; on a GPU with TF32 and bf16 also :func:`matmul_rates` (what bf16 gains over TF32 in the
+    matmuls alone, the yardstick for the step's gain). Returns ``{"runs": {mode: train(...)}, "fp32_finals": [...],
+    "skipped": {mode: why}, "matmul": matmul_rates(...) or None}``."""
     from gpucourse import device
 
     runs, skipped = {}, {}
@@ -177,7 +213,8 @@ def compare(steps: int = 30, fp32_seeds=(0, 1, 2), modes=MODES, c: Config | None
     finals = [runs["fp32"]["final_loss"]] if "fp32" in runs else []
     for s in fp32_seeds[1:]:
         finals.append(train("fp32", steps=steps, seed=s, c=c, timed_steps=0)["final_loss"])
-    return {"runs": runs, "fp32_finals": finals, "skipped": skipped}
+    matmul = matmul_rates(c) if device.on_gpu() and device.has_tf32() and device.has_bf16() else None
+    return {"runs": runs, "fp32_finals": finals, "skipped": skipped, "matmul": matmul}
 
 
 def summary(result: dict) -> str:
@@ -202,3 +239,32 @@ def loss_floor(c: Config) -> float:
     p_right = 0.9 + 0.1 / c.vocab
     p_other = 0.1 / c.vocab
     return -(p_right * math.log(p_right) + (c.vocab - 1) * p_other * math.log(p_other))
+
+
+def accuracy_report(result: dict) -> str:
+    """What the final losses of :func:`compare` show: each mode's final loss (mean of its last 5 steps) and its
+    difference from fp32 at the same seed and data, fp32's spread over seeds, the loss the runs started from and the
+    data's floor (:func:`loss_floor`), so that "the modes agree" is a statement about printed numbers."""
+    runs, finals = result["runs"], result["fp32_finals"]
+    if not runs:
+        return "no runs"
+    first = next(iter(runs.values()))
+    c = Config(**first["config"])
+    base = runs.get("fp32")
+    lines = [f"loss at the first step {first['losses'][0]:.2f}; the data's floor (a perfect predictor) "
+             f"{loss_floor(c):.2f}; final loss = mean of the last 5 of {len(first['losses'])} steps:"]
+    diffs = {}
+    for mode, r in runs.items():
+        line = f"  {mode:<28}{r['final_loss']:8.3f}"
+        if base is not None and mode != "fp32":
+            diffs[mode] = r["final_loss"] - base["final_loss"]
+            line += f"   {diffs[mode]:+.3f} against fp32 (same seed and data)"
+        lines.append(line)
+    if len(finals) > 1:
+        spread = max(finals) - min(finals)
+        lines.append(f"fp32 over {len(finals)} seeds: {min(finals):.3f} .. {max(finals):.3f} (spread {spread:.3f})")
+        if diffs and spread > 0:
+            worst = max(diffs, key=lambda m: abs(diffs[m]))
+            lines.append(f"largest difference from fp32: {worst}, {abs(diffs[worst]):.3f} = "
+                         f"{abs(diffs[worst]) / spread:.2f} of the fp32 seed spread")
+    return "\n".join(lines)
