@@ -16,8 +16,15 @@ $(STAMP): pyproject.toml scripts/bootstrap.py
 	$(PYTHON) scripts/bootstrap.py --venv $(VENV)
 	@touch $(STAMP)
 
+# The URLs Jupyter prints open lesson 00 (default_url), so a remote machine's URL, pasted after an SSH tunnel
+# (README: "On a remote GPU machine"), lands on the lesson and not on the Launcher.
+START := /lab/tree/notebooks/00_start_here.ipynb
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS) notebooks/00_start_here.ipynb
+	@echo "gpucourse: open the URL below that ends in 00_start_here.ipynb?token=...; on a remote machine, first run"
+	@echo "gpucourse:   ssh -N -L 8888:localhost:8888 you@this-machine   on your own computer (README: remote GPU)"
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=$(START) $(ROOT_FLAG) $(LAB_ARGS) \
+		notebooks/00_start_here.ipynb
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --nbval-current-env -p no:cacheprovider \

@@ -289,6 +289,11 @@ WORKBOOK = os.path.join(os.path.dirname(__file__), "submissions", "choose_tile",
 def test_a_whole_workbooks_shipped_cells_raise_no_flag_its_own_cells_do(tmp_path):
     """Issue 39: the cells the course ships in a workbook import the course's modules; a learner's whole workbook
     gets no flag from them, while a cell of the learner's own that imports the lessons is flagged and is an error."""
+    learners = [i for i, c in enumerate(json.loads(open(WORKBOOK).read())["cells"]) if c["cell_type"] == "code"
+                and grader._cell_key("".join(c["source"])) not in grader.shipped_cells()]
+    assert learners == [5, 8, 11], (
+        f"{WORKBOOK} is exercises/06_tensor_cores.ipynb with a learner's cells 5, 8 and 11: after the workbook "
+        f"changes, rebuild it from the new one (cells {learners} are not shipped)")
     assert grader.static_flags(grader.learner_source(WORKBOOK)) == []
     assert grader.course_code_used(grader.learner_source(WORKBOOK)) == []
     nb = json.loads(open(WORKBOOK).read())

@@ -1,6 +1,7 @@
 """`make lab` starts a JupyterLab server that serves the course and opens the first notebook."""
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -43,6 +44,14 @@ def test_make_lab_serves_the_course():
         assert answer is not None, "JupyterLab did not answer: " + (proc.stdout.read1(4000).decode()
                                                                     if proc.poll() is not None else "still starting")
         assert answer["path"] == "notebooks/00_start_here.ipynb" and answer["type"] == "notebook"
+        # the URL it prints opens lesson 00 itself (issue 35: it opened the Launcher), token included
+        printed, deadline = b"", time.time() + 30
+        want = b"/lab/tree/notebooks/00_start_here.ipynb?token="  # a token given in config prints as "..."
+        while want not in printed and time.time() < deadline:
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                printed += proc.stdout.read1(65536)
+        assert want in printed, printed.decode(errors="replace")[-2000:]
+        assert b"ssh -N -L 8888:localhost:8888" in printed
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=10) as r:
             assert r.status == 200 and b"JupyterLab" in r.read()
     finally:
