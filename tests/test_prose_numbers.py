@@ -17,6 +17,10 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 ENFORCED = (
     "00_start_here",
     "01_cpu_vs_gpu_timing",
+    "02_async_pipeline",
+    "03_memory_hierarchy",
+    "04_cuda_reduction",
+    "05_triton",
     "06_tensor_cores",
     "07_quantization",
     "09_compile_profiling",
