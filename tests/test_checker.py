@@ -503,3 +503,24 @@ def test_a_forbidden_op_fails_the_case_naming_it_whatever_reached_it():
     r = checker.evaluate(ex, ex.cases[0], args, expected, outcome, "cpu")
     assert not r.passed and r.problems[0].startswith(
         "calls aten.mm.default: this exercise asks for your own kernel to compute the answer, not this torch op")
+
+
+# Issue 35 item 8: hints chosen for the mistake, in the checker's mechanism (compare, checker, Exercise.hints).
+
+
+def test_strided_hint_names_the_non_contiguous_inputs():
+    x = torch.randn(20)[::2]
+    args = [guards.guarded(x), guards.guarded(torch.randn(10))]
+    hint = checker.strided_hint(args)
+    assert "not contiguous, so your kernel must use their strides (argument 1 has shape (10,) and strides (2,))" \
+        in hint and "argument 2" not in hint
+    assert checker.strided_hint([guards.guarded(torch.randn(10))]) == ""
+
+
+def test_online_softmax_rows_too_small_get_the_rescale_hint_not_the_padding_one():
+    e = torch.softmax(torch.randn(4, 32, dtype=torch.float64), dim=-1).float()
+    g = e * torch.tensor([0.5, 0.7, 0.9, 0.6])[:, None]
+    default = compare.compare_values(e, g, 1e-5, 1e-6)
+    online = compare.compare_values(e, g, 1e-5, 1e-6, row_sum_cause=compare.ROW_SUM_NOT_RESCALED)
+    assert "masked-off lanes must load -inf" in default.problems[0]
+    assert "running maximum that changes must rescale" in online.problems[0] and "-inf" not in online.problems[0]

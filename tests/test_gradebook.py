@@ -217,5 +217,165 @@ def test_help_describes_layouts_gradebook_and_leaderboard():
     proc = _grade(["--help"])
     assert proc.returncode == 0
     for word in ("--gradebook", "--leaderboard", "--assignment", "--points", "submitted/<student>/<assignment>",
-                 ".env.json"):
+                 ".env.json", "--student", "--replace-gradebook", "--summary", "-summary.md",
+                 "gpucourse grade vector_add COURSE --student dave --gradebook grades.csv"):
         assert word in proc.stdout, word
+
+
+# --- Re-grading some students into the class's gradebook; a gradebook write never drops rows (issue 35) -----------
+
+def _report(results, exercise="vector_add"):
+    """A report as grader.grade returns it, for gradebook functions tested without grading."""
+    return {"exercise": exercise, "environment": {"mode": "cpu", "fingerprint": "fp2"},
+            "isolation": {"level": "bubblewrap"},
+            "results": [{"submission": p, "status": s, "score": sc, "message": m, "flags": []}
+                        for p, s, sc, m in results]}
+
+
+def _refused(args, capsys) -> str:
+    """The command line run in this process (no grading: it must refuse first): its stderr, exit 2 asserted."""
+    from gpucourse.grading import cli
+
+    rc = cli.main(["vector_add", *args])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "[1/" not in err  # refused before grading
+    return err
+
+
+def _class_gradebook(path, students=("alice", "bob", "carol")):
+    entries = [gradebook.Entry(s, f"/c/{s}.py", "05_triton") for s in students]
+    gradebook.write(entries, _report([(f"/c/{s}.py", "failed", 0.5, f"{s}: 3 of 6 cases failed") for s in students]),
+                    str(path))
+    return path.read_bytes()
+
+
+def test_update_replaces_rows_in_place_and_keeps_the_others_byte_for_byte(tmp_path):
+    """A gradebook an instructor touched (a hand-given grade with a comma and a newline in its message, LF line ends
+    from an editor, no newline after the last row) keeps every row not re-graded exactly; the re-graded row is
+    replaced where it is, a new student appended, and the .env.json records the re-grade."""
+    book = tmp_path / "grades.csv"
+    _class_gradebook(book)
+    text = book.read_bytes().decode().replace("\r\n", "\n")
+    text = text.replace("bob,50,100,failed,bob: 3 of 6 cases failed",
+                        'bob,95,100,passed,"late, by hand:\nsee email"').rstrip("\n")
+    book.write_bytes(text.encode())
+    before = text.split("\n")
+    existing = gradebook.read_existing(str(book))
+    assert gradebook.existing_students(existing) == ["alice", "bob", "carol"] and existing.newline == "\n"
+    entries = [gradebook.Entry("alice", "/c/alice2.py", "05_triton"),
+               gradebook.Entry("erin", "/c/erin.py", "05_triton")]
+    env_path, replaced, added = gradebook.update(
+        existing, entries, _report([("/c/alice2.py", "passed", 1.0, "all 6 cases passed"),
+                                    ("/c/erin.py", "error", 0.0, "syntax error")]))
+    assert (replaced, added) == (["alice"], ["erin"])
+    after = book.read_bytes().decode().split("\n")
+    assert after[0] == before[0] and after[2:5] == before[2:5]  # header, bob (two lines), carol: byte for byte
+    assert after[1] == "alice,100,100,passed,all 6 cases passed,05_triton,/c/alice2.py,"
+    assert after[5:] == ["erin,0,100,error,syntax error,05_triton,/c/erin.py,", ""]
+    env = json.loads(open(env_path).read())
+    assert env["students"] == 4 and env["statuses"] == {"passed": 2, "failed": 1, "error": 1}
+    assert env["regrades"][0]["students"] == ["alice", "erin"] and env["regrades"][0]["environment"]["fingerprint"] \
+        == "fp2"
+
+
+def test_a_gradebook_write_that_would_lose_or_mix_rows_is_refused(tmp_path, capsys):
+    """Said before anything is graded (exit 2), the file left as it was: a batch that does not cover every student of
+    the existing gradebook, another exercise's gradebook, a --student re-grade with other --points, a file that is not
+    a gradebook; --replace-gradebook is the explicit way through."""
+    sub = tmp_path / "course" / "submitted"
+    _put(sub, "alice/05_triton/a.py", "error_syntax.py")
+    _put(sub, "bob/05_triton/b.py", "error_syntax.py")
+    course, book = str(tmp_path / "course"), tmp_path / "grades.csv"
+    before = _class_gradebook(book)  # alice, bob and carol: carol is not in this batch
+    err = _refused([course, "--gradebook", str(book), "--allow-process-isolation"], capsys)
+    assert (f"{book} has 1 student this batch does not grade (carol): writing it would drop their rows. To re-grade "
+            f"some students, name them with --student NAME (their rows are updated in place, the others kept); to "
+            f"write the gradebook anew with this batch's 2 students only, pass --replace-gradebook") in err
+    err = _refused([course, "--student", "bob", "--points", "10", "--gradebook", str(book),
+                    "--allow-process-isolation"], capsys)
+    assert f"{book} gives max_points 100 and this batch would give 10: pass the gradebook's --points" in err
+    env = json.loads((tmp_path / "grades.env.json").read_text())
+    (tmp_path / "grades.env.json").write_text(json.dumps(dict(env, exercise="matmul")))
+    err = _refused([course, "--student", "bob", "--gradebook", str(book), "--allow-process-isolation"], capsys)
+    assert f"{book} is the gradebook of exercise matmul" in err and "mix two exercises in one gradebook" in err
+    err = _refused([course, "--student", "alice", "--student", "bob", "--student", "carol", "--gradebook", str(book),
+                    "--allow-process-isolation"], capsys)
+    assert "--student carol: no such student in the submissions; the students found: alice, bob" in err
+    notes = tmp_path / "notes.csv"
+    notes.write_text("name,grade\nalice,3\n")
+    err = _refused([course, "--gradebook", str(notes), "--allow-process-isolation"], capsys)
+    assert "notes.csv exists and is not a gradebook this command writes (its columns are name, grade" in err
+    err = _refused([course, "--replace-gradebook"], capsys)
+    assert "--replace-gradebook: there is no --gradebook to replace" in err
+    assert book.read_bytes() == before and notes.read_text() == "name,grade\nalice,3\n"
+    # Said explicitly, the batch replaces it: carol's row goes, as asked.
+    proc = _grade(["vector_add", str(tmp_path / "course"), "--gradebook", str(book), "--replace-gradebook",
+                   "--jobs", "2", "--allow-process-isolation"], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["student"] for r in csv.DictReader(io.StringIO(book.read_text(), newline=""))] == ["alice", "bob"]
+
+
+def test_student_names_an_unknown_student_is_an_error_naming_the_known_ones(tmp_path, capsys):
+    sub = tmp_path / "course" / "submitted"
+    for s in ("alice", "bob", "dave"):
+        _put(sub, f"{s}/05_triton/x.py", text="")
+    err = _refused([str(tmp_path / "course"), "--student", "davd", "--student", "bob"], capsys)
+    assert ("--student davd: no such student in the submissions (did you mean dave?); the students found: alice, "
+            "bob, dave") in err
+    _put(tmp_path / "lms", "alice.py", text="")
+    _put(tmp_path / "lms", "zoe/work.py", text="")
+    err = _refused([str(tmp_path / "lms"), "--student", "bob"], capsys)
+    assert "--student bob: no such student in the submissions; the students found: alice, zoe" in err
+    with pytest.raises(gradebook.LayoutError, match="the students found: alice, bob, dave"):
+        gradebook.select(gradebook.collect_nbgrader(str(sub), "vector_add"), ["erin"])
+
+
+def test_one_students_folder_of_an_nbgrader_course_is_that_student(tmp_path):
+    sub = tmp_path / "course" / "submitted"
+    assert gradebook.student_folder(str(sub / "dave")) == (str(sub), "dave", None)
+    assert gradebook.student_folder(str(sub / "dave" / "05_triton")) == (str(sub), "dave", "05_triton")
+    assert gradebook.student_folder(str(tmp_path / "course")) is None
+    assert gradebook.student_folder(str(tmp_path / "lms" / "dave")) is None
+
+
+def test_regrade_one_student_of_an_nbgrader_course_in_place(tmp_path):
+    """The issue's day: a class of three graded into grades.csv; dave hands in a fix; re-grading dave (--student, or
+    his folder submitted/dave, --assignment accepted) replaces his row alone: the others' rows are byte for byte what
+    they were, in their order, and the class's summary is left as it was."""
+    course = tmp_path / "course"
+    sub = course / "submitted"
+    _put(sub, "alice/05_triton/05_triton.py", "right_basic.py")
+    _put(sub, "bob/05_triton/b.py", "error_syntax.py")
+    _put(sub, "dave/05_triton/d.py", "error_raises.py")
+    book = tmp_path / "grades.csv"
+    proc = _grade(["vector_add", str(course), "--jobs", "2", "--gradebook", str(book), "--allow-process-isolation"],
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    class_rows = book.read_bytes().split(b"\r\n")
+    assert [r.split(b",")[0] for r in class_rows[1:4]] == [b"alice", b"bob", b"dave"]
+    assert b",error," in class_rows[3]
+    class_summary = (tmp_path / "grades-summary.md").read_bytes()
+    _put(sub, "dave/05_triton/d.py", "right_basic.py")  # the fix
+    proc = _grade(["vector_add", str(course), "--student", "dave", "--gradebook", str(book),
+                   "--allow-process-isolation"], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "gradebook " + str(book) + ": updated dave; 2 other rows kept as they were" in proc.stderr
+    assert "[1/1] " in proc.stderr  # dave alone was graded
+    rows = book.read_bytes().split(b"\r\n")
+    assert rows[:3] == class_rows[:3] and rows[4:] == class_rows[4:]  # header, alice, bob: byte for byte
+    assert rows[3].startswith(b"dave,100,100,passed,all 6 cases passed,05_triton,")
+    assert (tmp_path / "grades-summary.md").read_bytes() == class_summary
+    assert "the class summary " + str(tmp_path / "grades-summary.md") + " was left as it was" in proc.stderr
+    # His folder, as an instructor would point at it: the student is dave (not "05_triton"), --assignment is fine.
+    _put(sub, "dave/05_triton/d.py", "error_syntax.py")
+    proc = _grade(["vector_add", str(sub / "dave"), "--assignment", "05_triton", "--gradebook", str(book),
+                   "--allow-process-isolation"], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"note: {sub / 'dave'} is student dave of the nbgrader course {course}: graded as --student dave" \
+        in proc.stderr
+    rows = book.read_bytes().split(b"\r\n")
+    assert rows[:3] == class_rows[:3] and rows[3].startswith(b"dave,0,100,error,")
+    assert b"05_triton," not in rows[3][:10]
+    env = json.loads((tmp_path / "grades.env.json").read_text())
+    assert [r["students"] for r in env["regrades"]] == [["dave"], ["dave"]] and env["students"] == 3

@@ -1052,3 +1052,77 @@ def test_a_batch_shares_the_cores_among_its_workers_unless_the_instructor_set_th
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert grader.grade_one(ex, path, 120).status == "passed"
     assert seen and all(v is None for s in seen for v in s.values()), seen
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Issue 35 item 5: where a timeout hung, from the stack the worker writes just before the limit (untrusted text).
+
+
+def test_where_it_hung_reads_the_submissions_innermost_frames(tmp_path):
+    staged = tmp_path / "submission.py"
+    staged.write_text("import time\n\ndef helper():\n    while True: pass\n\ndef vector_add(x, y):\n    helper()\n")
+    dump = ('Timeout (0:00:09.500000)!\n'
+            'Thread 0x00007f0000000001 (most recent call first):\n'
+            '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n'
+            'Thread 0x00007f0000000002 (most recent call first):\n'
+            f'  File "{staged}", line 4 in helper\n'
+            f'  File "{staged}", line 7 in vector_add\n'
+            '  File "/x/gpucourse/grading/checker.py", line 201 in run_call\n'
+            '  File "/x/gpucourse/grading/worker.py", line 333 in main\n')
+    frames = grader._where_it_hung(dump, str(staged), "submitted/alice/hw.py")
+    assert frames == ["hw.py, line 4 in helper: `while True: pass`", "hw.py, line 7 in vector_add: `helper()`"]
+
+
+def test_where_it_hung_treats_a_forged_dump_as_text(tmp_path):
+    """What the worker wrote is the submission's to forge: only well-formed frame lines of its own file count, the
+    code shown is the grader's copy's, the frames are at most STACK_FRAMES, and nothing in it is acted on."""
+    staged = tmp_path / "submission.py"
+    staged.write_text("x = 1\n")
+    evil = ("\x1b[2J" * 1000 + '  File "submission.py", line 99999999999 in main\n'
+            + '  File "/etc/passwd", line 1 in root\n'
+            + ''.join(f'  File "/s/submission.py", line 1 in f{i}\x07\n' for i in range(3))
+            + ''.join(f'  File "/s/submission.py", line 1 in g{i}\n' for i in range(20))
+            + '  File "/s/submission.py", line 1 in `rm -rf`\n' + "\udcff" * 10)
+    frames = grader._where_it_hung(evil, str(staged), "hw.py")
+    assert frames == [f"hw.py, line 1 in g{i}: `x = 1`" for i in range(grader.STACK_FRAMES)]
+    assert grader._where_it_hung("", str(staged), "hw.py") == []
+    assert grader._where_it_hung("garbage\x00" * 10000, str(staged), "hw.py") == []
+
+
+def test_read_stack_is_bounded_and_never_blocks():
+    r, w = os.pipe()
+    try:
+        protocol.nonblocking(r)
+        t0 = time.monotonic()
+        assert grader._read_stack(r, wait=0.1) == ""  # nothing written (a submission that cancelled the dump)
+        assert time.monotonic() - t0 < 2
+        protocol.nonblocking(w)
+        written = 0
+        try:
+            while written < 8 * grader.STACK_BYTES:
+                written += os.write(w, b"A" * 4096 + b"\xff\n")
+        except BlockingIOError:  # the pipe is full: the worker would block, never the grader
+            pass
+        text = grader._read_stack(r)
+        assert 0 < len(text) <= grader.STACK_BYTES and "\ufffd" in text
+    finally:
+        os.close(r)
+        os.close(w)
+    assert grader._read_stack(None) == ""
+
+
+def test_the_stack_is_written_shortly_before_the_limit():
+    assert grader.stack_margin(10) == 0.5 and grader.stack_margin(180) == 1.0 and grader.stack_margin(0.1) == 0.05
+
+
+def test_a_timeout_names_the_case_and_the_line_at_process_level(tmp_path):
+    """The same path as under bubblewrap (the known submissions), at the process level: the case the grader last
+    asked for and the submission's frame at the limit."""
+    sub = tmp_path / "slow.py"
+    sub.write_text("import time\n\n\ndef vector_add(x, y):\n    if x.numel() > 1:\n        time.sleep(1000)\n"
+                   "    return x + y\n")
+    r = grader.grade_one(get("vector_add"), str(sub), 12, isolation=sandbox.detect("process"))
+    assert r.status == "timeout", r.message
+    assert "while running case 'n just below a power of two', at slow.py, line 6 in vector_add: " \
+           "`time.sleep(1000)`" in r.message, r.message
+    assert r.checks[-1]["name"] == "n just below a power of two" and "line 6" in r.checks[-1]["detail"]

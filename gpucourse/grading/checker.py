@@ -305,7 +305,7 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
                                        zero_guess=not overruns)
             if not m.ok:
                 problems += m.problems
-                hints += m.hints
+                hints += value_hints(ex, case, args, expected, out) + m.hints
                 codes = getattr(m, "codes", None)
     else:
         tol = ex.tolerance_for(torch.float64)
@@ -373,6 +373,39 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
             compare.dense_problem(out) is None and tuple(out.shape) == tuple(expected.shape):
         where = compare.where_map(out.shape, codes, compare.past_end_writes(out))
     return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, where=where)
+
+
+def value_hints(ex, case, args: list, expected, out) -> list:
+    """Hints for a case whose output has wrong values, before compare's own (precision): the exercise's
+    (``Exercise.hints``), then, where an input of the case is not contiguous, :func:`strided_hint`."""
+    hints = []
+    if ex.hints is not None:
+        try:
+            values = [guards.view_of(a) if "buffer" in a else a["value"] for a in args]
+            hints += [str(h) for h in ex.hints(case.params, values, expected, out.detach().cpu()) or ()]
+        except Exception as exc:  # a hint must never cost the verdict: say it is the spec's bug
+            hints.append(f"(internal: the exercise's hints failed: {exc!r})")
+    strided = strided_hint(args)
+    if strided:
+        hints.append(strided)
+    return hints
+
+
+def strided_hint(args: list) -> str:
+    """The hint for a wrong output when some inputs of the case are not contiguous (a slice, every other row, a
+    transposed view): a kernel that indexes them as if they were reads the gaps between their elements (the guard
+    values there are NaN). "" when every input is contiguous."""
+    shown = []
+    for i, a in enumerate(args):
+        if "buffer" in a and not guards.view_of(a).is_contiguous():
+            shown.append(f"argument {i + 1} has shape {tuple(a['shape'])} and strides {tuple(a['stride'])}")
+    if not shown:
+        return ""
+    more = f" (and {len(shown) - 2} more)" if len(shown) > 2 else ""
+    return (f"the inputs of this case are not contiguous, so your kernel must use their strides "
+            f"({'; '.join(shown[:2])}{more}): an element's offset is its index times its stride, not its index, and "
+            f"other memory lies between the elements. Pass the strides (x.stride(0), ...) and load at index * "
+            f"stride, or copy the inputs with .contiguous() first")
 
 
 # What a use of a torch op on the inputs means, for the ops a learner is likely to reach for.

@@ -1,10 +1,14 @@
 """``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--gradebook PATH]
-[--leaderboard PATH] [--timeout S] [--jobs auto|N]``.
+[--student NAME ...] [--replace-gradebook] [--summary PATH] [--leaderboard PATH] [--timeout S] [--jobs auto|N]``.
 
 A SUBMISSION may be a folder: every .py and .ipynb file in it and its subfolders (sorted; expected.py, __pycache__
 and hidden files and folders skipped), or an nbgrader course directory (``submitted/<student>/<assignment>/...``,
 see gradebook.py). Progress goes to stderr as each submission finishes; the report, one line per submission in the
-order given, goes to stdout at the end."""
+order given, goes to stdout at the end, and a short class summary (summary.py) to stderr after it.
+
+Re-grading some students (``--student NAME``, or one student's folder ``submitted/<student>``) updates their rows of
+an existing gradebook in place; a gradebook write never drops rows silently (gradebook.refusal says when it would,
+and the batch is refused before anything is graded)."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +16,7 @@ import os
 import sys
 import textwrap
 
-from . import gradebook, grader, leaderboard, sandbox
+from . import gradebook, grader, leaderboard, sandbox, summary
 
 EPILOG = """\
 statuses:
@@ -30,7 +34,8 @@ flags mark what deserves a human look (calls to the reference torch op, suspicio
 physical limit, huge output, patches the worker had to undo before judging) without changing the status.
 exit status: 0 when every submission received a status; 1 when the grader itself failed on a submission (that
 submission is reported as "INTERNAL GRADER ERROR (not the submission's fault)", flagged "internal grader error");
-2 for usage errors (unknown exercise, missing file, --isolation bubblewrap where there is no sandbox).
+2 for usage errors (unknown exercise, missing file, --isolation bubblewrap where there is no sandbox, an unknown
+--student, a --gradebook write that would drop or mix rows), said before anything is graded.
 isolation: each worker runs in a bubblewrap sandbox where bwrap works (own PID and network namespaces, read-only
 system and course package, only its own submission and a private /tmp visible); without it, at the process level
 only, which stderr and the report ("isolation" in the JSON and CSV) say. `gpucourse doctor` shows the level. At the
@@ -43,9 +48,19 @@ timing (GPU): correctness cases of --jobs N run in parallel; the timed step hold
 layouts: a folder of files (the student is the file's name, or its subfolder's), or an nbgrader course directory
 (COURSE/submitted/<student>/<assignment>/<notebook>.ipynb; the assignment is --assignment, else the exercise's
 workbook, else the only one). A student with no notebook or several gets no grade and a message saying why.
+One student's folder of an nbgrader course (COURSE/submitted/dave) is student dave, graded as with --student dave.
 gradebook (--gradebook grades.csv): one row per student (student, points, max_points, status, message, ...), the
-environment once in grades.env.json beside it. leaderboard (--leaderboard board.md or board.html, may be given
-twice): the passing submissions ranked by their measured speed (GPU; ties within the noise shown as =N).
+environment once in grades.env.json beside it. Where grades.csv exists, a batch that does not grade every student
+it lists is refused (exit 2, before grading) unless --student names the students re-graded: their rows are replaced
+in place, every other row kept as it was (a re-grade is added to grades.env.json's "regrades"); --replace-gradebook
+writes it anew with this batch's students only. Re-grade one student:
+  gpucourse grade vector_add COURSE --student dave --gradebook grades.csv
+summary (after a batch of several submissions, on stderr; in full beside the gradebook as grades-summary.md, or
+--summary PATH): statuses counted, per case how many failed and the commonest messages (numbers replaced by N),
+flags, timeouts and crashes by student, the leaderboard's top on a GPU. A --student re-grade leaves the class's
+grades-summary.md as it was (--summary PATH writes the re-grade's).
+leaderboard (--leaderboard board.md or board.html, may be given twice): the passing submissions ranked by their
+measured speed (GPU; ties within the noise shown as =N).
 """
 
 
@@ -76,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--csv", metavar="PATH", help="write one row per submission as CSV")
     ap.add_argument("--gradebook", metavar="PATH", help="write one row per student as CSV (points an LMS imports), "
                                                          "and the batch's environment in PATH's .env.json")
+    ap.add_argument("--student", metavar="NAME", action="append", default=[],
+                    help="grade only this student of an nbgrader course directory or folder of students (may be "
+                         "given several times); with --gradebook, their rows of an existing gradebook are updated in "
+                         "place and the other rows kept")
+    ap.add_argument("--replace-gradebook", action="store_true",
+                    help="write --gradebook anew with this batch's students only, even where the existing file "
+                         "lists students the batch does not grade (their rows are dropped) or is another exercise's")
+    ap.add_argument("--summary", metavar="PATH", help="write the class summary (Markdown) to PATH (default: beside "
+                                                      "--gradebook, as <its stem>-summary.md)")
     ap.add_argument("--points", type=float, default=gradebook.DEFAULT_POINTS, metavar="P",
                     help=f"the gradebook's max points per student (default {gradebook.DEFAULT_POINTS:g})")
     ap.add_argument("--assignment", metavar="NAME", help="nbgrader: the assignment folder to grade (default: the "
@@ -201,12 +225,25 @@ def main(argv=None) -> int:
         hint = (f" (its CUDA kernels cannot run here; in a notebook, gpucourse.check({ex.id!r}, fn) compile-checks "
                 f"them with nvcc)") if ex.kind == "cuda" else ""
         return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode{hint}")
-    entries, notes, nbgrader_seen = [], [], False
+    entries, notes, nbgrader_seen, implied = [], [], False, []
     for path in args.submissions:
         if not os.path.exists(path):
             return _usage_error(f"no such submission: {gradebook.printable(path)}")
         try:
-            if os.path.isdir(path) and gradebook.nbgrader_root(path):
+            one = os.path.isdir(path) and not gradebook.nbgrader_root(path) and gradebook.student_folder(path)
+            if one:  # COURSE/submitted/<student>[/<assignment>]: that student of the course, not a folder of files
+                root, student, assignment = one
+                if assignment and args.assignment and assignment != args.assignment:
+                    return _usage_error(f"{gradebook.printable(path)} is assignment {gradebook.printable(assignment)}"
+                                        f" and --assignment says {gradebook.printable(args.assignment)}")
+                nbgrader_seen = True
+                found = gradebook.select(gradebook.collect_nbgrader(root, ex.id, args.assignment or assignment),
+                                         [student])
+                implied.append(student)
+                print(f"gpucourse grade: note: {gradebook.printable(path)} is student {gradebook.printable(student)}"
+                      f" of the nbgrader course {gradebook.printable(os.path.dirname(root))}: graded as --student "
+                      f"{gradebook.printable(student)}", file=sys.stderr)
+            elif os.path.isdir(path) and gradebook.nbgrader_root(path):
                 nbgrader_seen = True
                 found = gradebook.collect_nbgrader(gradebook.nbgrader_root(path), ex.id, args.assignment)
             elif os.path.isdir(path):
@@ -222,6 +259,12 @@ def main(argv=None) -> int:
     if args.assignment and not nbgrader_seen:
         return _usage_error("--assignment names an nbgrader assignment folder, and no SUBMISSION is an nbgrader "
                             "course directory (one with submitted/<student>/<assignment>/)")
+    if args.student:
+        try:
+            entries = gradebook.select(entries, args.student)
+        except gradebook.LayoutError as exc:
+            return _usage_error(str(exc))
+    partial = bool(args.student or implied)
     paths = gradebook.to_grade(entries)
     for e in entries:
         notes += e.notes
@@ -236,9 +279,22 @@ def main(argv=None) -> int:
     for page in args.leaderboard:  # said before grading, not after a class's batch has run
         if not page.lower().endswith((".md", ".markdown", ".html", ".htm")):
             return _usage_error(f"--leaderboard {gradebook.printable(page)}: name it .md (Markdown) or .html")
-    for out in [args.json, args.csv, args.gradebook, *args.leaderboard]:
+    for out in [args.json, args.csv, args.gradebook, args.summary, *args.leaderboard]:
         if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
             return _usage_error(f"{gradebook.printable(out)}: its folder does not exist")
+    if args.replace_gradebook and not args.gradebook:
+        return _usage_error("--replace-gradebook: there is no --gradebook to replace")
+    existing = None  # said before grading, not after a class's batch has run
+    if args.gradebook and os.path.isdir(args.gradebook):
+        return _usage_error(f"--gradebook {gradebook.printable(args.gradebook)} is a folder: name the CSV file")
+    if args.gradebook and os.path.exists(args.gradebook) and not args.replace_gradebook:
+        try:
+            existing = gradebook.read_existing(args.gradebook)
+        except gradebook.LayoutError as exc:
+            return _usage_error(str(exc))
+        refused = gradebook.refusal(existing, entries, ex.id, args.points, partial)
+        if refused:
+            return _usage_error(refused)
     try:
         isolation = sandbox.detect(args.isolation)
     except (ValueError, RuntimeError) as exc:
@@ -261,7 +317,15 @@ def main(argv=None) -> int:
         grader.write_json(report, args.json)
     if args.csv:
         grader.write_csv(report, args.csv)
-    if args.gradebook:
+    if args.gradebook and partial and existing is not None:
+        env_path, replaced, added = gradebook.update(existing, entries, report, args.points)
+        kept = len(gradebook.existing_students(existing)) - len(replaced)
+        said = ", ".join(f"{label} {', '.join(map(gradebook.printable, who))}"
+                         for label, who in (("updated", replaced), ("added", added)) if who)
+        print(f"gpucourse grade: gradebook {gradebook.printable(args.gradebook)}: {said}; {kept} other row"
+              f"{'s' if kept != 1 else ''} kept as they were; environment {env_path} (this re-grade in its "
+              f"\"regrades\")", file=sys.stderr)
+    elif args.gradebook:
         env_path = gradebook.write(entries, report, args.gradebook, args.points)
         print(f"gpucourse grade: gradebook {args.gradebook} ({len(entries)} students), environment {env_path}",
               file=sys.stderr)
@@ -276,5 +340,23 @@ def main(argv=None) -> int:
     print(f"({report['environment']['fingerprint']}; isolation: {report['isolation']['level']})")
     if not report["standing"]["for_points"]:
         print(f"not for points or ranking: {report['standing']['why']}")
+    _summarize(args, report, entries, partial and existing is not None, len(paths))
     internal = any("internal grader error" in r["flags"] for r in report["results"])
     return 1 if internal else 0
+
+
+def _summarize(args, report: dict, entries: list, regrade: bool, graded: int) -> None:
+    """The class summary: written to --summary, or beside --gradebook (not for a --student re-grade of an existing
+    gradebook: the file there summarises the class, and one student's batch would replace it), and printed short on
+    stderr after the report for a batch of several submissions, or wherever a file is written."""
+    s = summary.summarize(report, gradebook.names(entries),
+                          [(e.student, e.status or "missing", e.problem) for e in entries if e.path is None])
+    path = args.summary or (summary.path_beside(args.gradebook) if args.gradebook and not regrade else None)
+    if path:
+        summary.write(s, path)
+    if graded > 1 or path:
+        sys.stdout.flush()
+        print(summary.text(s, path), file=sys.stderr)
+    if args.gradebook and regrade and not args.summary:
+        print(f"gpucourse grade: note: the class summary {gradebook.printable(summary.path_beside(args.gradebook))} "
+              f"was left as it was (--summary PATH writes this re-grade's)", file=sys.stderr)

@@ -91,10 +91,13 @@ def check_meta(expected: torch.Tensor, got, device_type: str | None = None, got_
 
 
 def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_scale: float,
-                   hint_tf32: bool = False, zero_guess: bool = True) -> Mismatch:
+                   hint_tf32: bool = False, zero_guess: bool = True, row_sum_cause: str | None = None) -> Mismatch:
     """Elementwise comparison of two tensors of the same shape (dtype may differ: compared in float64).
     ``zero_guess``: wrong elements that are all 0 may be said to be never written into a zero-initialised output
-    (off where the call wrote out of bounds: that is the likelier cause, and leads the problems)."""
+    (off where the call wrote out of bounds: that is the likelier cause, and leads the problems).
+    ``row_sum_cause``: the likely cause named when the rows of a row-normalised output are each too small by one
+    factor (their sums too large): by default :data:`ROW_SUM_PADDING` (a kernel's masked-off lanes loaded as 0); an
+    exercise whose likelier mistake is another passes its own (online softmax: :data:`ROW_SUM_NOT_RESCALED`)."""
     numel = expected.numel()
     if numel == 0:
         return Mismatch(ok=True, problems=[], numel=0)
@@ -139,7 +142,7 @@ def compare_values(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol_
             first = int(flat_bad.nonzero()[0])
             problems.append(f"{n_bad} wrong elements are all 0 (first at index {_fmt_idx(_index(first, got.shape))})"
                             f": elements never written into a zero-initialised output?")
-    scaled_rows = None if n_never else _scaled_rows_problem(e, g, bad, exp_c.dtype)
+    scaled_rows = None if n_never else _scaled_rows_problem(e, g, bad, exp_c.dtype, row_sum_cause)
     if scaled_rows:
         problems.append(scaled_rows)
     nan_bad = int((torch.isnan(g) & ~torch.isnan(e) & ~never).sum())
@@ -184,10 +187,21 @@ def _integer_mismatch(n_bad: int, numel: int, shown: str, diff: torch.Tensor, ba
 _ROW_NOISE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
-def _scaled_rows_problem(e, g, bad, dtype) -> str | None:
+# Why each row of a softmax may come out too small by one factor (its sum, the normaliser, too large): the likely
+# cause named after the finding, chosen by the exercise (compare_values' ``row_sum_cause``).
+ROW_SUM_PADDING = ("Loading a block wider than the row? Its masked-off lanes must load -inf (exp(-inf) = 0), not 0: "
+                   "each such lane adds exp(0 - max) to the sum (tl.load(..., mask=..., other=-float('inf')))")
+ROW_SUM_NOT_RESCALED = ("A running maximum that changes must rescale what was summed so far: when a block raises a "
+                        "row's maximum from m_old to m_new, multiply the running sum l (and anything else computed "
+                        "against m_old) by exp(m_old - m_new) before adding the block's exp(x - m_new); terms left "
+                        "as exp(x - m_old) count too much")
+
+
+def _scaled_rows_problem(e, g, bad, dtype, cause: str | None = None) -> str | None:
     """For a row-normalised output (2-D, every reference row >= 0 and summing to 1, as a softmax's): when each wrong
-    row is the right row times one factor below 1, the row's sum (the normaliser) is too large -- in a kernel that
-    loads a block wider than the row, the masked-off lanes were loaded as 0 instead of -inf. None otherwise."""
+    row is the right row times one factor below 1, the row's sum (the normaliser) is too large, for the likely
+    ``cause`` (default :data:`ROW_SUM_PADDING`: in a kernel that loads a block wider than the row, the masked-off
+    lanes were loaded as 0 instead of -inf). None otherwise."""
     noise = _ROW_NOISE.get(dtype)
     if noise is None or e.dim() != 2 or e.shape[1] < 2 or not bool(torch.isfinite(e).all() & torch.isfinite(g).all()):
         return None
@@ -206,9 +220,7 @@ def _scaled_rows_problem(e, g, bad, dtype) -> str | None:
         return None
     shown = ", ".join(f"row {int(r)}: x{float(f):.6g}" for r, f in zip(rows[:3], factor[:3]))
     return (f"every element of each wrong row is too small by the same factor ({rows.numel()} rows; {shown}): "
-            f"each row's sum is too large. Loading a block wider than the row? Its masked-off lanes must load -inf "
-            f"(exp(-inf) = 0), not 0: each such lane adds exp(0 - max) to the sum (tl.load(..., mask=..., "
-            f"other=-float('inf')))")
+            f"each row's sum is too large. {cause or ROW_SUM_PADDING}")
 
 
 def _precision_hints(e, g, bad_finite, dtype, hint_tf32: bool) -> list:

@@ -206,6 +206,10 @@ class Exercise:
     # module once (cuda_build.prepare_binding) and a submission declaring the same links it instead of compiling it.
     cuda_binding: tuple = ()
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
+    # hints(params, args, expected, out) -> list of str: the exercise's own hints for a case whose output has wrong
+    # values (params: the case's drawn parameters; args: the pristine inputs; out: the output, on the CPU), shown
+    # before the checker's generic ones (checker.evaluate). E.g. flash_attention: a ragged S needs masked loads.
+    hints: Callable | None = None
     perf: Perf | None = None
     judge: Callable | None = None  # judge(fn, params, seed) -> list of problems (or raises JudgeTimeout); see above
     # max_extra_bytes(*args) -> bytes the call may allocate beyond its inputs: on a GPU its peak (measured with

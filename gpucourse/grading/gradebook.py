@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import io
 import json
 import os
 
@@ -257,25 +258,237 @@ def environment_path(gradebook_path: str) -> str:
 
 
 def write(entries: list, report: dict, path: str, points: float = DEFAULT_POINTS) -> str:
-    """Write the gradebook CSV to ``path`` and the batch's environment beside it; returns the environment's path."""
+    """Write the gradebook CSV to ``path`` (anew: cli.py first checks, with :func:`refusal`, that no row of a
+    gradebook already there is lost) and the batch's environment beside it; returns the environment's path."""
     table = rows(entries, report, points)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(COLUMNS)
-        for row in table:
-            w.writerow([("" if row[c] is None else f"{row[c]:g}") if c in ("points", "max_points")
-                        else csv_cell(row[c]) for c in COLUMNS])
+    _replace_file(path, "".join([_record(COLUMNS, "\r\n")] + [_record(_row_cells(row), "\r\n") for row in table]))
     env_path = environment_path(path)
-    counts: dict = {}
-    for row in table:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
     with open(env_path, "w") as f:
-        json.dump({"exercise": report["exercise"], "gradebook": os.path.basename(path),
-                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        json.dump({"exercise": report["exercise"], "gradebook": os.path.basename(path), "date": _now(),
                    "environment": report["environment"], "isolation": report["isolation"],
-                   "students": len(table), "statuses": counts,
-                   "score": f"points = fraction of cases passed x {points:g}; error, timeout and crashed get 0; "
-                            f"missing and ambiguous get none (an empty cell), their message says why"}, f, indent=2)
+                   "students": len(table), "statuses": _count([row["status"] for row in table]),
+                   "score": _score_text(points)}, f, indent=2)
         f.write("\n")
     return env_path
 
+
+# --- Re-grading some students, and never losing a gradebook's rows (issue 35) -------------------------------------
+#
+# An instructor re-grades one student (a late hand-in, a fixed notebook) into the class's gradebook. Writing that
+# batch over grades.csv would leave one row where the class was, and nothing said so. So a gradebook that already
+# exists is either updated in place (--student: the re-graded students' rows replaced where they are, every other
+# row kept byte for byte, the order kept, new students appended) or replaced only when the batch covers every
+# student it lists, or when the instructor says so (--replace-gradebook).
+
+
+def student_folder(path: str) -> tuple | None:
+    """``(submitted/ folder, student, assignment or None)`` when ``path`` is one student's folder of an nbgrader tree
+    (``submitted/<student>``) or one of its assignment folders (``submitted/<student>/<assignment>``); else None.
+    Read as a folder of files, ``submitted/dave`` would name its student after the assignment folder (``05_triton``):
+    the course directory's layout says who it is."""
+    full = os.path.normpath(os.path.abspath(path))
+    parent, grandparent = os.path.dirname(full), os.path.dirname(os.path.dirname(full))
+    up = lambda n: os.path.normpath(os.path.join(path, *[os.pardir] * n))  # noqa: E731 (as given: the report's)
+    if os.path.basename(parent) == "submitted" and not _hidden(os.path.basename(full)):
+        return up(1), os.path.basename(full), None
+    if os.path.basename(grandparent) == "submitted" and not _hidden(os.path.basename(parent)):
+        return up(2), os.path.basename(parent), os.path.basename(full)
+    return None
+
+
+def _listed(names: list, most: int = 20) -> str:
+    shown = ", ".join(map(printable, names[:most]))
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "") if names else "none"
+
+
+def select(entries: list, students: list) -> list:
+    """The entries of ``students`` (``--student``, in the batch's order); a name no entry has is a LayoutError that
+    lists the students found (and the closest names), since a typo must not grade nobody, or somebody else."""
+    import difflib
+
+    known = list(dict.fromkeys(e.student for e in entries))
+    unknown = [s for s in dict.fromkeys(students) if s not in known]
+    if unknown:
+        close = sorted({c for s in unknown for c in difflib.get_close_matches(s, known, n=3)})
+        hint = f" (did you mean {', '.join(map(printable, close))}?)" if close else ""
+        raise LayoutError(f"--student {', '.join(map(printable, unknown))}: no such student in the submissions"
+                          f"{hint}; the students found: {_listed(sorted(known))}")
+    wanted = set(students)
+    return [e for e in entries if e.student in wanted]
+
+
+@dataclasses.dataclass
+class Existing:
+    """A gradebook already on disk, read so that rows not re-graded are written back exactly as they were."""
+    path: str
+    head: str  # the header line as it is in the file (a byte-order mark included)
+    records: list  # [(student cell, status cell, raw text of the record)] in the file's order
+    newline: str  # "\r\n" (as csv writes) or "\n" (a file a spreadsheet or editor saved)
+    max_points: set  # the max_points cells found
+    environment: dict  # its .env.json, {} where there is none or it cannot be read
+
+
+def read_existing(path: str) -> Existing:
+    """The gradebook at ``path``, record by record with each record's raw text (csv reads it, and the lines it
+    consumed are kept, so a quoted cell holding a newline stays one record). LayoutError where it is not a gradebook
+    this command writes (other columns, a student listed twice): updating it would be a guess."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", errors="surrogateescape")
+    lines = text.splitlines(keepends=True)
+    consumed: list = []
+
+    def feed():
+        for line in lines:
+            consumed.append(line)
+            yield line
+
+    records, head, students = [], None, set()
+    max_points = set()
+    for cells in csv.reader(feed()):
+        raw = "".join(consumed)
+        consumed.clear()
+        if head is None:
+            head = raw
+            if [c.lstrip("\ufeff") for c in cells[:1]] + cells[1:] != COLUMNS:
+                raise LayoutError(f"{printable(path)} exists and is not a gradebook this command writes (its columns "
+                                  f"are {printable(', '.join(cells))[:200]}; a gradebook's are {', '.join(COLUMNS)}):"
+                                  f" name another --gradebook file, or pass --replace-gradebook to overwrite it")
+            continue
+        if not any(cells):
+            records.append((None, None, raw))  # a blank line: kept as it is
+            continue
+        row = dict(zip(COLUMNS, cells + [""] * (len(COLUMNS) - len(cells))))
+        if row["student"] in students:
+            raise LayoutError(f"{printable(path)} lists student {printable(row['student'])} twice: which row to update"
+                              f" cannot be told; fix the file, or pass --replace-gradebook to write it anew")
+        students.add(row["student"])
+        max_points.add(row["max_points"])
+        records.append((row["student"], row["status"], raw))
+    if head is None:
+        raise LayoutError(f"{printable(path)} exists and is empty, not a gradebook: delete it, or pass "
+                          f"--replace-gradebook")
+    newline = "\n" if head.endswith("\n") and not head.endswith("\r\n") else "\r\n"
+    environment = {}
+    try:
+        with open(environment_path(path)) as f:
+            environment = json.load(f)
+        environment = environment if isinstance(environment, dict) else {}
+    except (OSError, ValueError):
+        pass
+    return Existing(path, head, records, newline, max_points, environment)
+
+
+def existing_students(existing: Existing) -> list:
+    """The student cells of ``existing``, in its order (as written: a hostile name's cell is defused)."""
+    return [s for s, _, _ in existing.records if s is not None]
+
+
+def refusal(existing: Existing, entries: list, exercise: str, points: float, partial: bool) -> str | None:
+    """Why writing this batch's rows to ``existing`` would lose or mix grades, or None when it is safe.
+
+    ``partial`` (--student, or one student's folder): the re-graded rows replace theirs in place, so the gradebook
+    must be this exercise's (its .env.json says which) with the same max_points. Otherwise the batch replaces the
+    file: every student it lists must be in the batch, and it must be this exercise's."""
+    where = printable(existing.path)
+    was = existing.environment.get("exercise")
+    if was and was != exercise:
+        return (f"{where} is the gradebook of exercise {printable(was)} ({printable(environment_path(existing.path))}"
+                f" says so), not {exercise}'s: writing this batch there would "
+                f"{'mix two exercises in one gradebook' if partial else 'replace its rows'}; name another "
+                f"--gradebook file, or pass --replace-gradebook to overwrite it")
+    if partial:
+        other = sorted(m for m in existing.max_points if m != f"{points:g}")
+        if other:
+            return (f"{where} gives max_points {', '.join(map(printable, other))} and this batch would give "
+                    f"{points:g}: pass the gradebook's --points so its rows stay comparable, or --replace-gradebook")
+        return None
+    batch = {csv_cell(e.student) for e in entries}
+    lost = [s for s in existing_students(existing) if s not in batch]
+    if lost:
+        return (f"{where} has {len(lost)} student{'s' if len(lost) != 1 else ''} this batch does not grade "
+                f"({_listed(lost)}): writing it would drop their rows. To re-grade some students, name them with "
+                f"--student NAME (their rows are updated in place, the others kept); to write the gradebook anew "
+                f"with this batch's {len(batch)} student{'s' if len(batch) != 1 else ''} only, pass "
+                f"--replace-gradebook")
+    return None
+
+
+def _row_cells(row: dict) -> list:
+    return [("" if row[c] is None else f"{row[c]:g}") if c in ("points", "max_points") else csv_cell(row[c])
+            for c in COLUMNS]
+
+
+def _record(cells: list, newline: str) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator=newline).writerow(cells)
+    return buf.getvalue()
+
+
+def _replace_file(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it, so an interrupted write leaves the old file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(text.encode("utf-8", errors="surrogateescape"))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def update(existing: Existing, entries: list, report: dict, points: float = DEFAULT_POINTS) -> tuple:
+    """Write the rows of ``entries`` (a re-graded subset) into ``existing`` in place: a student's row is replaced
+    where it is, a student the gradebook lacks is appended, every other record is written back as it was read
+    (byte for byte). The .env.json keeps the first batch's environment and adds this re-grade (students, date,
+    environment, isolation) to its ``regrades``, with the counts recomputed. Returns (environment path,
+    [students replaced], [students added])."""
+    fresh = {}
+    for row in rows(entries, report, points):
+        fresh[csv_cell(row["student"])] = row
+    out, replaced, statuses = [existing.head], [], []
+    for student, status, raw in existing.records:
+        if student in fresh:
+            row = fresh.pop(student)
+            ending = existing.newline if raw.endswith(("\n", "\r")) else ""
+            out.append(_record(_row_cells(row), existing.newline)[:-len(existing.newline)] + ending)
+            replaced.append(student)
+            statuses.append(row["status"])
+        else:
+            out.append(raw)
+            if student is not None:
+                statuses.append(status)
+    if fresh and out[-1] and not out[-1].endswith(("\n", "\r")):
+        out[-1] += existing.newline  # a last record without a newline: the appended rows start on their own line
+    for student, row in fresh.items():
+        out.append(_record(_row_cells(row), existing.newline))
+        statuses.append(row["status"])
+    _replace_file(existing.path, "".join(out))
+    env = dict(existing.environment) or {"exercise": report["exercise"], "gradebook": os.path.basename(existing.path),
+                                         "environment": report["environment"], "isolation": report["isolation"],
+                                         "score": _score_text(points)}
+    env.setdefault("regrades", []).append({
+        "date": _now(), "students": [e.student for e in entries], "environment": report["environment"],
+        "isolation": report["isolation"]})
+    env["students"] = len(statuses)
+    env["statuses"] = _count(statuses)
+    env_path = environment_path(existing.path)
+    with open(env_path, "w") as f:
+        json.dump(env, f, indent=2)
+        f.write("\n")
+    return env_path, replaced, list(fresh)
+
+
+def _score_text(points: float) -> str:
+    return (f"points = fraction of cases passed x {points:g}; error, timeout and crashed get 0; missing and ambiguous "
+            f"get none (an empty cell), their message says why")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _count(statuses: list) -> dict:
+    counts: dict = {}
+    for s in statuses:
+        counts[s] = counts.get(s, 0) + 1
+    return counts

@@ -56,6 +56,14 @@ Security model (submissions are careless at best and hostile at worst):
   as killed by SIGKILL. A worker that died before it said "loading" ran no code of the submission: bwrap could not
   start the sandbox (its first stderr line is reported, when the supervisor never started) or the worker could not
   start (its last line), an internal grader error with ``gpucourse doctor``'s advice.
+* A timeout says where it hung: the case the grader last asked for (its own record) and the submission's innermost
+  frames (at most STACK_FRAMES) at the limit. Every message tells the worker when the limit falls (``stack_at``,
+  moved by waits for the GPU lock), and the worker has :mod:`faulthandler`'s watchdog write its Python stack shortly
+  before it on a pipe of its own (``--stack-fd``, passed like the channel, so the same under bubblewrap and at the
+  process level; worker._stack_alarm). The grader reads at most 4 x STACK_BYTES of it without blocking and treats
+  it as untrusted text: only well-formed frame lines naming the submission's file are shown, with bounded numbers
+  and names, and the code of each line comes from the grader's own copy (:func:`_where_it_hung`). A submission can
+  cancel or forge it, which changes only what its report shows about where it hung.
 * The submission is graded from a copy in a private folder named ``submission.py`` (or ``.ipynb``), bound read-only
   at ``/submission/``: the path the instructor gave (a student's name, ``submitted/<student>/``) reaches the
   submission neither through ``/proc/self/mountinfo`` (which shows every bind mount's source) nor bwrap's command
@@ -561,32 +569,49 @@ def grade_prepared(ex, st: Prepared, timeout: float, gpu: str | None = None, mem
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
     status_r, status_w = os.pipe()  # how the worker ended, from its supervisor (worker.SUPERVISOR)
+    stack_r, stack_w = os.pipe()  # the worker's Python stack just before the limit (_where_it_hung)
     proc = out_cap = err_cap = None
     seed, nonce = checker.new_seed(), os.urandom(16).hex()
     lock = gpulock.for_gpu(gpu_index(gpu)) if on_gpu else None
     replied = []  # the worker's first message arrived (so a sandbox that did not start is told apart)
-    argv, env, seen_as = _worker_command(staged, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb, status_w)
+    doing = [("load", "")]  # what the grader last asked of the worker, (kind, case name): what a timeout interrupted
+    argv, env, seen_as = _worker_command(staged, tmp, isolation, gpu, on_gpu, to_r, from_w, mem_mb, status_w,
+                                         stack_w)
     if prebuilt:
         env.update(_build_env())
     try:
         proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, pass_fds=(to_r, from_w, status_w), start_new_session=True)
+                                stderr=subprocess.PIPE, pass_fds=(to_r, from_w, status_w, stack_w),
+                                start_new_session=True)
         os.close(to_r)
         os.close(from_w)
         os.close(status_w)
-        to_r = from_w = status_w = None
+        os.close(stack_w)
+        to_r = from_w = status_w = stack_w = None
         protocol.nonblocking(to_w)
         protocol.nonblocking(from_r)
+        protocol.nonblocking(stack_r)
         out_cap, err_cap = _Capped(proc.stdout), _Capped(proc.stderr)
-        _converse(ex, seen_as, result, seed, nonce, to_w, from_r, deadline, lock, replied)
+        _converse(ex, seen_as, result, seed, nonce, to_w, from_r, deadline, lock, replied, doing,
+                  stack_margin(timeout))
     except protocol.Timeout:
         result.status, result.score = "timeout", 0.0
-        result.message = f"over the time limit of {timeout:g} s (a hang, an endless loop, or a slow import?" + (
-            ")" if on_gpu else "; in CPU mode Triton's interpreter runs every program in Python, so a kernel of very "
-                               "small blocks is slow too)")
+        frames = _where_it_hung(_read_stack(stack_r), staged, path)
+        kind, what = doing[-1]
+        during = {"load": "while loading the submission (its top-level code)",
+                  "case": f"while running case {what!r}"}.get(kind, f"during {what}")
+        at = f", at {frames[0]}" if frames else ""
+        result.message = f"over the time limit of {timeout:g} s {during}{at} (a hang, an endless loop, or a slow " \
+                         f"import?" + (")" if on_gpu else "; in CPU mode Triton's interpreter runs every program in " \
+                                                          "Python, so a kernel of very small blocks is slow too)")
         reason = first_failure(result.checks)
         if reason:
             result.message += f"; before that, {reason}"
+        result.checks.append({"name": what if kind == "case" else kind, "passed": False, "detail": (
+            f"over the time limit of {timeout:g} s {during}; " + (
+                "where it was at the limit (innermost first):\n" + "\n".join(f"  {f}" for f in frames) if frames
+                else "where it was at the limit is unknown (no line of the submission was running, or its stack "
+                     "could not be had)"))})
     except protocol.Closed:
         code = _wait_exit(proc)
         ended = _read_status(status_r)
@@ -608,7 +633,7 @@ def grade_prepared(ex, st: Prepared, timeout: float, gpu: str | None = None, mem
                           f"only the submission's code can write one")
         result.flags.append("tampered with the grader's channel")
     finally:
-        _close(to_r, to_w, from_r, from_w, status_r, status_w)
+        _close(to_r, to_w, from_r, from_w, status_r, status_w, stack_r, stack_w)
         if proc is not None:
             _kill_group(proc)
         for cap in (out_cap, err_cap):
@@ -727,12 +752,15 @@ def _close(*fds) -> None:
 
 
 def _worker_command(path: str, tmp: str, isolation, gpu: str | None, gpu_nodes: bool, to_r: int, from_w: int,
-                    mem_mb: int, status_fd: int | None = None) -> tuple:
+                    mem_mb: int, status_fd: int | None = None, stack_fd: int | None = None) -> tuple:
     """(argv, env, the submission's path as the worker sees it) for a worker on the channel ``to_r``/``from_w``,
     in the sandbox where ``isolation`` has one (with the GPU device nodes bound in when ``gpu_nodes``). With
-    ``status_fd``, the worker starts a supervisor that reports there how it ended; in the sandbox, as its PID 1."""
+    ``status_fd``, the worker starts a supervisor that reports there how it ended; in the sandbox, as its PID 1.
+    With ``stack_fd``, the worker writes its Python stack there just before the time limit (_where_it_hung)."""
     argv = [sys.executable, "-m", "gpucourse.grading.worker", "--rfd", str(to_r), "--wfd", str(from_w),
             "--mem-mb", str(mem_mb), "--fsize-mb", str(FSIZE_MB)]
+    if stack_fd is not None:
+        argv += ["--stack-fd", str(stack_fd)]
     if status_fd is not None:
         from .worker import supervised
 
@@ -832,6 +860,95 @@ def first_failure(checks: list, limit: int = 300) -> str:
     return f"case {first['name']!r} failed" + (f": {what}" if what else "")
 
 
+def stack_margin(timeout: float) -> float:
+    """How long before the time limit the worker writes its stack (worker._stack_alarm): long enough for the write
+    to land before the grader gives up, short enough to be where a hang was at the limit."""
+    return min(1.0, max(0.05, 0.05 * timeout))
+
+
+STACK_BYTES = 64 * 1024  # what is read of the stack a worker wrote (the last of it is kept)
+STACK_FRAMES = 5  # frames of the submission shown
+
+
+def _read_stack(fd: int | None, wait: float = 0.3) -> str:
+    """What the worker wrote on its stack pipe (faulthandler's dump at ``stack_at``), read without blocking past
+    ``wait`` seconds, at most 4 x STACK_BYTES, of which the last STACK_BYTES are kept. Untrusted text: a submission
+    can write anything there (or nothing), so it is only ever shown, never acted on."""
+    if fd is None:
+        return ""
+    data, end = b"", time.monotonic() + wait
+    while len(data) < 4 * STACK_BYTES:
+        try:
+            chunk = os.read(fd, STACK_BYTES)
+        except BlockingIOError:
+            if data or time.monotonic() >= end:  # a dump comes in one write: what is there is all of it
+                break
+            time.sleep(0.02)
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data[-STACK_BYTES:].decode("utf-8", errors="replace")
+
+
+_FRAME_LINE = re.compile(r'\s*File "([^"\n]{1,1024})", line (\d{1,7}) in ([\w<>.]{1,80})\s*')
+_FRAME_WORKER = "gpucourse/grading/worker.py"
+
+
+def _where_it_hung(dump: str, staged: str, given: str) -> list:
+    """The innermost frames of the submission in ``dump`` (faulthandler's text: "Thread 0x... (most recent call
+    first):" blocks of ``File "...", line N in name``), at most STACK_FRAMES, innermost first, each as
+    ``"<given's file name>, line N in name: `code`"``, the code read from the grader's own copy of the submission
+    (``staged``), never from the dump. The dump is a submission's to forge: only lines of that form whose file is
+    the staged submission's name are read, numbers and names bounded; the thread is the one running the worker's
+    main loop (else the first with a frame of the submission)."""
+    names = {f"{STAGED_NAME}.py", f"{STAGED_NAME}_notebook.py"}
+    threads, current = [], None
+    for line in dump.splitlines()[-2000:]:
+        m = _FRAME_LINE.fullmatch(line)
+        if m is None:
+            if line.startswith(("Thread ", "Current thread ")):
+                current = []
+                threads.append(current)
+            continue
+        if current is None:
+            current = []
+            threads.append(current)
+        current.append((m.group(1), int(m.group(2)), m.group(3)))
+    mine = [t for t in threads if any(os.path.basename(f) in names for f, _, _ in t)]
+    if not mine:
+        return []
+    main = next((t for t in mine if any(f.endswith(_FRAME_WORKER) and fn == "main" for f, _, fn in t)), mine[0])
+    lines = _source_lines(staged)
+    shown = os.path.basename(given)
+    out = []
+    for f, n, fn in main:
+        if os.path.basename(f) not in names:
+            continue
+        code = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+        code = "".join(ch if ch.isprintable() else "?" for ch in code)[:120]
+        out.append(f"{shown}, line {n} in {fn}" + (f": `{code}`" if code else ""))
+        if len(out) == STACK_FRAMES:
+            break
+    return out
+
+
+def _source_lines(staged: str) -> list:
+    """The lines of the program the worker ran: the staged file, or of a notebook the code it made of its cells
+    (worker.notebook_source, so line numbers agree); [] when it cannot be read."""
+    try:
+        if staged.endswith(".ipynb"):
+            from .worker import notebook_source
+
+            return notebook_source(staged).splitlines()
+        with open(staged, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except Exception:  # noqa: BLE001 - the location is shown without its code
+        return []
+
+
 def _wait_exit(proc) -> int | None:
     try:
         return proc.wait(timeout=5)
@@ -877,10 +994,20 @@ def _error_field(msg: dict):
 
 
 def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r: int, deadline: float,
-              lock: gpulock.GpuLock | None = None, replied: list | None = None) -> None:
+              lock: gpulock.GpuLock | None = None, replied: list | None = None, doing: list | None = None,
+              margin: float = 1.0) -> None:
     """The grading conversation with one worker (``path``: the submission as the worker sees it); fills ``result``.
     On a GPU, ``lock`` is held shared around each case and exclusive around the timing; the time spent waiting for
-    it is added to the deadline. Raises protocol.Timeout/Closed/Malformed."""
+    it is added to the deadline. ``doing`` gets (kind, name) of each step asked of the worker ("case" and the case's
+    name, "perf", "end"): what a timeout interrupted. Every message tells the worker when to write its stack
+    (``stack_at``: ``margin`` seconds before the deadline, see worker._stack_alarm). Raises
+    protocol.Timeout/Closed/Malformed."""
+    doing = doing if doing is not None else []
+
+    def send(msg: dict, step: tuple | None = None) -> None:
+        if step is not None:
+            doing.append(step)
+        protocol.send(to_w, dict(msg, stack_at=float(deadline - margin)), deadline)
 
     def expect(*kinds) -> dict:
         msg = protocol.recv(from_r, deadline)
@@ -903,7 +1030,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             yield
         _trace(result.submission, "released", exclusive=exclusive)
 
-    protocol.send(to_w, {"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": path}, deadline)
+    send({"type": "hello", "nonce": nonce, "exercise": ex.id, "submission": path}, ("load", ""))
     msg = expect("loading", "ready", "load_error")  # "loading": about to read the submission
     if msg["type"] == "loading":
         msg = expect("ready", "load_error")
@@ -926,8 +1053,8 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             if ex.judge is not None:
                 # Judged: the judge runs in the worker (it must watch the call); only its list of problems comes back.
                 with gpu_held():
-                    protocol.send(to_w, {"type": "judge", "index": index, "params": case.params,
-                                         "seed": checker.case_seed(seed, index), "nonce": nonce}, deadline)
+                    send({"type": "judge", "index": index, "params": case.params,
+                          "seed": checker.case_seed(seed, index), "nonce": nonce}, ("case", case.name))
                     msg = expect("judged", "raised")
                 _check_index(msg, index)
                 _note_patched(patched, msg.get("patched"))
@@ -949,7 +1076,7 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
             args, expected = checker.make_case(ex, case, seed, index)
             _trace(result.submission, "drawn", case=index)
             with gpu_held():
-                protocol.send(to_w, {"type": "case", "index": index, "args": args, "nonce": nonce}, deadline)
+                send({"type": "case", "index": index, "args": args, "nonce": nonce}, ("case", case.name))
                 msg = expect("result", "raised")
             _check_index(msg, index)
             if msg["type"] == "raised":
@@ -978,25 +1105,28 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
         else:
             first = next(c for c in result.checks if not c["passed"])
             what = checker.first_problem(first["detail"])
+            hint = next((ln.strip() for ln in first["detail"].splitlines() if ln.startswith("hint: ")), "")
+            if hint and hint not in what:  # the likely cause, where the checker could name one
+                what = f"{what}; {hint[:600]}"
             result.status = "failed"
             result.message = (f"{len(result.checks) - n_pass} of {len(result.checks)} cases failed; first: "
                               f"{first['name']}: {what}")
         if result.status == "passed" and ex.perf is not None and _device.on_gpu():
             # Inputs drawn on the CPU holding no lock, moved and the first call made beside other jobs' cases: only
             # the timing holds the GPU alone, in a round with the other timings waiting then (gpulock).
-            protocol.send(to_w, {"type": "perf_draw", "nonce": nonce}, deadline)
+            send({"type": "perf_draw", "nonce": nonce}, ("perf", "the speed measurement"))
             prep_error = _error_field(expect("perf_drawn"))
             _trace(result.submission, "perf_drawn")
             if not prep_error:
                 with gpu_held():
-                    protocol.send(to_w, {"type": "perf_prepare", "nonce": nonce}, deadline)
+                    send({"type": "perf_prepare", "nonce": nonce})
                     prep_error = _error_field(expect("perf_prepared"))
             casework.close()  # its cases are over: its timing waits for the other jobs' cases
             if prep_error:
                 perf = {"error": str(prep_error)}
             else:
                 with gpu_held(exclusive=True):
-                    protocol.send(to_w, {"type": "perf", "nonce": nonce}, deadline)
+                    send({"type": "perf", "nonce": nonce})
                     perf = expect("perf").get("perf", {})
             if lock is None or lock.problem:
                 result.timing = f"beside other jobs ({lock.problem if lock else 'no GPU lock'})"
@@ -1015,7 +1145,8 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                         str(w) for w in perf.get("warnings", []))[:300])
                 elif not perf.get("met"):
                     result.flags.append(f"below the speed target: {str(perf.get('text'))[:200]}")
-    protocol.send(to_w, {"type": "bye", "nonce": nonce}, deadline)
+    send({"type": "bye", "nonce": nonce}, ("end", "the worker's exit, after every case (a thread or a finalizer of "
+                                                  "the submission?)"))
     expect("done")
 
 

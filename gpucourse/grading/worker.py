@@ -212,18 +212,45 @@ def _plain(x, torch):
     return {"other": repr(x)[:200], "type": type(x).__name__}
 
 
+def _stack_alarm(fd: int | None):
+    """``arm(at)``: have :mod:`faulthandler` write the Python stack of every thread to ``fd`` (the grader's stack
+    pipe) at ``at``, a time.monotonic() instant the grader chose just before its time limit (the clock is the
+    machine's, the same inside the sandbox); a later call moves it, None leaves it as it is. So a submission over the
+    limit is reported with where it was (grader._where_it_hung). faulthandler's watchdog is a C thread: it writes
+    while Python code loops or a C call blocks, holding the GIL or not. A submission can cancel or forge this, which
+    only changes what the report shows about where it hung (the grader reads it as untrusted text)."""
+    import faulthandler
+    import time
+
+    later, now = faulthandler.dump_traceback_later, time.monotonic  # bound before the submission runs
+
+    def arm(at) -> None:
+        if fd is None or type(at) is not float:
+            return
+        try:
+            later(min(max(at - now(), 0.01), 86400.0), file=fd)
+        except (OSError, ValueError, RuntimeError):
+            pass
+
+    return arm
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rfd", type=int, required=True)
     ap.add_argument("--wfd", type=int, required=True)
     ap.add_argument("--mem-mb", type=int, default=0)
     ap.add_argument("--fsize-mb", type=int, default=256)
+    ap.add_argument("--stack-fd", type=int, default=None)
     args = ap.parse_args(argv)
     gpu_mode = os.environ.get("GPUCOURSE_MODE") == "gpu"
     _limit(args.mem_mb, args.fsize_mb, limit_address_space=not gpu_mode)
     rfd, wfd = args.rfd, args.wfd
     os.set_inheritable(rfd, False)
     os.set_inheritable(wfd, False)
+    stack_fd = args.stack_fd
+    if stack_fd is not None:
+        os.set_inheritable(stack_fd, False)
 
     import gpucourse  # noqa: F401  (selects the mode and sets TRITON_INTERPRET before triton loads)
     import torch
@@ -235,6 +262,8 @@ def main(argv=None) -> int:
     exit_now, flush = os._exit, sys.stdout.flush
     hello = recv(rfd)
     nonce = hello["nonce"]
+    arm_stack = _stack_alarm(stack_fd)
+    arm_stack(hello.get("stack_at"))  # before the submission's first line: a hang in its import is caught too
     ex = get(hello["exercise"])
     run_case, learner_tb = checker.run_case, checker.learner_traceback
     draw_perf, prepare_perf, measure_perf = checker.draw_perf, checker.prepare_perf, checker.measure_perf
@@ -298,6 +327,7 @@ def main(argv=None) -> int:
 
     while True:
         msg = recv(rfd)
+        arm_stack(msg.get("stack_at"))  # the grader's deadline, moved by its waits for the GPU lock
         if msg.get("type") == "case":
             try:  # the reply is built in here too: reading what the submission returned runs its code
                 case_args = to_device(msg["args"], dev)

@@ -20,6 +20,15 @@ EXPECTED = {
                                         "fails": ["causal, S=64, D=64"], "passes": ["S=64, D=64 (whole blocks)"]},
     "wrong_ragged_s_not_masked.py": {"status": "failed", "message": ("non-finite output", "elements differ"),
                                      "fails": ["ragged S, D=64, B=2, H=2"]},
+    # Issue 35: no mask on its loads nor its store. Told to mask its stores (the overrun leads), and now that the
+    # loads need masks too: S is ragged and the last row, whose keys reach the partial block, is NaN.
+    "wrong_loads_not_masked.py": {"status": "failed",
+                                  "message": "mask the stores; hint: S=1 is not a multiple of your block size, and "
+                                             "the last row of the output, whose keys reach into the last, partial "
+                                             "block, holds NaN or Inf: loads without a mask read past the end of k "
+                                             "and v",
+                                  "fails": ["S=1, D=64", "ragged S, D=64, B=2, H=2"],
+                                  "passes": ["S=64, D=64 (whole blocks)", "causal, S=64, D=64"]},
     "wrong_scores_materialised_with_torch.py": {"status": "failed",
                                                 "message": "this exercise asks for your own kernel to compute the "
                                                            "answer, not this torch op",

@@ -91,6 +91,27 @@ def reference(q, k, v, causal=False):
     return (torch.softmax(s, dim=-1) @ vd).to(q.dtype)
 
 
+def hints(params: dict, args, expected, out) -> list:
+    """The checker's hint for a wrong output (``Exercise.hints``): S ragged (not a multiple of 16, the smallest block
+    ``tl.dot`` takes) and the last query row, which always reaches the last, partial block of keys, NaN or Inf where
+    attention is finite. That is the mark of loads without a mask: they read past the end of k and v (the checker's
+    guard values there are NaN). A kernel that stores without a mask too is first told to mask its stores; this says
+    that the loads need masks as well."""
+    import torch
+
+    s = int(params["s"])
+    if s % 16 == 0 or tuple(out.shape) != tuple(expected.shape) or not out.dtype.is_floating_point:
+        return []
+    got, ref = out[..., s - 1, :].float(), expected[..., s - 1, :].float()
+    if not bool((~torch.isfinite(got) & torch.isfinite(ref)).any()):
+        return []
+    return [f"S={s} is not a multiple of your block size, and the last row of the output, whose keys reach into the last, "
+            f"partial block, holds NaN or Inf: loads without a mask read past the end of k and v (what lies there is "
+            f"not yours; here, the checker's NaN guard values), and masking the store does not stop that. Mask the "
+            f"loads too: tl.load(..., mask=cols < S, other=0.0) for k and v (and q's rows likewise), and set the "
+            f"scores of keys past S to -inf (tl.where(cols < S, s, float('-inf'))) before the row maximum"]
+
+
 def attention_flops(q, k, v, causal=False) -> float:
     """Two matmuls of 2·S·S·D flops per head; causal attention does about half."""
     b, h, s, d = q.shape
@@ -134,6 +155,7 @@ EXERCISE = Exercise(
     reference_ops=_TORCH_ATTENTION,
     forbidden_ops=_TORCH_ATTENTION,
     max_extra_bytes=max_extra_bytes,
+    hints=hints,
     perf=Perf(baseline="reference", target=1.0, params={"b": 4, "h": 16, "s": 4096, "d": 64},
               flops=attention_flops),
 )
