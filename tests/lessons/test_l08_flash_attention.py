@@ -156,3 +156,144 @@ def test_online_softmax_combines_per_block_statistics_freely_but_not_kept_elemen
     assert ex.judge(stats_at_the_end, params, seed=3) == []
     (problem,) = ex.judge(sum_over_kept, params, seed=3)
     assert problem.startswith("aten.sum combined 64 elements computed from x along one dimension; block=16")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The tile model the lesson prints, and the measurement logic that runs on the CPU (issue 31).
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tile_model_is_the_kernels_algorithm(causal):
+    """The torch tile model gives the float64 answer and the kernel's base-2 log-sum-exp, for ragged S and blocks
+    that do not divide it; a missing rescale (alpha forced to 1) would move whole rows."""
+    torch.manual_seed(7 + causal)
+    for s, d, dtype, bm, bn in ((1, 64, torch.float16, 16, 16), (37, 64, torch.float16, 16, 8),
+                                (70, 128, torch.bfloat16, 32, 16)):
+        q, k, v = (torch.randn(2, 2, s, d, dtype=dtype, device=DEV) * 3 for _ in range(3))
+        o, lse = kernels.tile_model(q, k, v, causal, block_m=bm, block_n=bn)
+        ref = kernels.reference(q, k, v, causal)
+        tol = 4e-3 if dtype == torch.float16 else 3e-2
+        assert o.dtype == q.dtype and o.shape == q.shape
+        assert float((o.double() - ref).abs().max()) <= tol * float(ref.abs().max()), (s, dtype)
+        _, lse_kernel = kernels.forward(q, k, v, causal)
+        assert torch.allclose(lse, lse_kernel, atol=2e-2), (s, dtype)
+
+
+def test_tile_model_refuses_empty_blocks():
+    q = torch.randn(1, 1, 8, 64)
+    with pytest.raises(ValueError, match="block sizes must be positive"):
+        kernels.tile_model(q, q, q, block_m=0)
+
+
+def test_spread_and_noise():
+    assert measure.spread([2.0]) == 0.0
+    assert measure.spread([1.0, 1.1, 0.9]) == pytest.approx(0.2)
+    rows = [{"s": 1024, "d": 64, "causal": False, "b": 16, "spread": {"a": 0.01, "b": 0.03}},
+            {"s": 4096, "d": 128, "causal": True, "b": 4, "spread": {"a": 0.12, "b": 0.02}}]
+    n = measure.noise(rows)
+    assert n["max"] == 0.12 and n["n"] == 4 and n["median"] == pytest.approx(0.025)
+    assert n["where"] == {"s": 4096, "d": 128, "causal": True, "b": 4, "name": "a"}
+    point = {"shape": {"b": 4, "h": 16, "s": 4096, "d": 64, "causal": False}, "spread": {"x": 0.05}}
+    assert measure.noise([point])["where"]["s"] == 4096 and measure.noise([])["n"] == 0
+
+
+def test_refusal_keeps_the_reason_and_drops_the_noise():
+    exc = RuntimeError("No available kernel. Aborting execution.\nsecond line")
+    msgs = ["Flash attention kernel not used because: (Triggered internally at /x/sdp_utils.cpp:988.)",
+            "cuDNN attention has been runtime disabled. (Triggered internally at /x.cpp:706.)",
+            "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float "
+            "(Triggered internally at /x/sdp_utils_cpp.h:91.)"] * 2
+    line = measure.refusal(exc, msgs)
+    assert line == ("RuntimeError: No available kernel. Aborting execution. -- Expected query, key and value to all "
+                    "be of dtype: {Half, BFloat16}. Got Query dtype: float")
+    assert measure.refusal(ValueError("")) == "ValueError"
+
+    def refuses():
+        import warnings
+        warnings.warn("head_dim should be a multiple of 8")
+        raise RuntimeError("No available kernel.")
+    out, why = measure.attempt(refuses)
+    assert out is None and why == "RuntimeError: No available kernel. -- head_dim should be a multiple of 8"
+    assert measure.attempt(lambda x: x + 1, 1) == (2, None)
+
+
+def test_count_instructions_tells_wgmma_from_mma_sync():
+    ptx = ("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {...};\n wgmma.fence.sync.aligned;\n"
+           "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {...};\n cp.async.cg.shared.global [a], [b], 16;\n"
+           "cp.async.commit_group;\n cp.async.bulk.tensor.2d.shared::cluster.global [c], [d];\n")
+    assert measure.count_instructions(ptx) == {"wgmma.mma_async": 1, "mma.sync": 1, "cp.async": 2,
+                                               "cp.async.bulk (TMA)": 1}
+
+
+def test_calls_in_code_reads_inductors_output():
+    code = ("@triton.jit\ndef triton_per_fused__softmax_tanh_0(in_ptr0, out_ptr0):\n    pass\n"
+            "def call(args):\n    extern_kernels.bmm(a, b, out=buf0)\n"
+            "    buf1 = torch.ops.aten._scaled_dot_product_cudnn_attention.default(q, k, v)\n"
+            "    buf2 = torch.ops.aten.view.default(buf1, [1])\n")
+    assert measure.calls_in_code(code) == ["_scaled_dot_product_cudnn_attention", "extern_kernels.bmm",
+                                           "triton_per_fused__softmax_tanh_0"]
+
+
+def test_implementations_name_every_peer_and_drop_what_does_not_fit():
+    short = measure.implementations(1024, b=16, h=16)
+    assert list(short) == [measure.OURS, measure.WORKBOOK, measure.FLEX, "SDPA FLASH_ATTENTION",
+                           "SDPA CUDNN_ATTENTION", "SDPA EFFICIENT_ATTENTION", "SDPA MATH", "naive"]
+    long = measure.implementations(16384, b=1, h=16)  # fp16 scores 8.6 GB, fp32 17 GB: neither fits
+    assert "SDPA MATH" not in long and "naive" not in long and measure.FLEX in long
+    mem = measure.implementations(16384, naive_limit_bytes=20e9, b=1, h=16, auto=True, peers=False)
+    assert list(mem) == [measure.OURS, "SDPA (its choice)", "SDPA FLASH_ATTENTION", "SDPA CUDNN_ATTENTION",
+                         "SDPA EFFICIENT_ATTENTION", "naive"]
+
+
+def _row(d, causal, s=4096, b=4, ours=1.0, cudnn=0.8, naive=6.0):
+    ms = {measure.OURS: ours, "SDPA FLASH_ATTENTION": 1.4 * ours, "SDPA CUDNN_ATTENTION": cudnn, "naive": naive}
+    return {"s": s, "d": d, "b": b, "h": 16, "causal": causal, "ms": ms, "tflops": {}, "spread": {}}
+
+
+def test_forward_targets_are_read_off_the_sweep_at_the_bench_point():
+    from gpucourse.lessons.l08_flash_attention import bench
+
+    rows = [_row(d, c, s=s, b=16384 // s) for d in (64, 128) for c in (False, True) for s in (1024, 4096, 16384)]
+    rows[1]["ms"]["SDPA CUDNN_ATTENTION"] = 0.6  # D64 at S 4096: ours at 0.6x cuDNN
+    doc = bench.forward_from_sweep(rows)
+    assert list(doc["points"]) == ["D64", "D64 causal", "D128", "D128 causal"]
+    assert all(p["s"] == 4096 and p["b"] == 4 and p["shape"]["s"] == 4096 for p in doc["points"].values())
+    targets = {t["name"]: t for t in bench.forward_targets(doc)}
+    assert not any("FLASH_ATTENTION" in n for n in targets)  # FA2 is reported, never a target
+    t = targets["forward D64: ours / SDPA CUDNN_ATTENTION (speed)"]
+    assert t["value"] == pytest.approx(0.6) and t["goal"] == bench.FORWARD_VS_CUDNN and not t["met"]
+    assert targets["forward D128 causal: ours / SDPA CUDNN_ATTENTION (speed)"]["met"]
+    assert targets["forward D128: ours / naive attention (speed)"]["value"] == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="D128 causal"):
+        bench.forward_from_sweep(rows[:-3])
+
+
+def test_backward_targets_compare_with_cudnn():
+    from gpucourse.lessons.l08_flash_attention import bench
+
+    p = {"bwd_ms": {measure.OURS: 2.0, "SDPA FLASH_ATTENTION": 2.1, "SDPA CUDNN_ATTENTION": 1.0}}
+    (t,) = bench.backward_targets({"points": {"D64": p}})
+    assert t["name"] == "backward D64: ours / SDPA CUDNN_ATTENTION (speed)" and t["value"] == 0.5 and not t["met"]
+    assert bench.BACKWARD_VS_CUDNN < 1 and bench.FORWARD_VS_CUDNN < 1
+
+
+def test_exercise_speed_target_is_stated_and_measured_against_sdpas_choice():
+    assert fa_ex.EXERCISE.perf.target == 0.7 and fa_ex.EXERCISE.perf.baseline == "reference"
+    assert "target is 0.7x its speed" in fa_ex.STATEMENT and "left to choose its backend" in fa_ex.STATEMENT
+
+
+def test_the_lesson_does_not_print_the_exercises_kernel():
+    """The workbook asks for the forward kernel: the lesson teaches its algorithm (the tile model) and does not
+    print the kernel's source (the expert review, section 5)."""
+    import json
+    import os
+
+    nb = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "08_flash_attention.ipynb")))
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    code = ["".join(c["source"]) for c in cells]
+    printed = ["".join("".join(o.get("text", "")) for o in c.get("outputs", [])) for c in cells]
+    assert any("kernels.tile_model" in c for c in code)
+    for c in code:
+        assert "kernels.source(" not in c and "getsource(kernels.attn_fwd_kernel" not in c, c
+    for text in printed:
+        assert "def attn_fwd_kernel" not in text and "def _fwd_blocks" not in text

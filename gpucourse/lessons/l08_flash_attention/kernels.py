@@ -13,6 +13,9 @@ ragged last block run a second loop with masks. Causal blocks above the diagonal
 
 Backward: ``delta = rowsum(dO * O)``; one kernel per key block accumulates dK and dV over the query blocks that see
 it, one per query block accumulates dQ over its key blocks; both recompute ``p = exp2(qk * c - lse)``.
+
+:func:`tile_model` is the forward's algorithm in torch on tiles (what the lesson prints; the workbook asks for the
+Triton kernel).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ DTYPES = (torch.float16, torch.bfloat16)
 # D 64 likes 4 warps on 128x64 blocks, D 128 likes 8 warps on 128x128; benchmarks/explore_flash_attention.py).
 _TUNED = {64: ((128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 3), (64, 64, 4, 3)),
           128: ((128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))}
-_SHORT = (64, 64, 4, 3)  # S up to 1024: one config, no tuning (a short sequence is over before tuning pays)
+_SHORT = (64, 64, 4, 3)  # S up to 1024: this one config, and no tuning
 SHORT_S = 1024
 
 
@@ -336,6 +339,45 @@ class FlashAttention(torch.autograd.Function):
 def attention(q, k, v, causal: bool = False):
     """softmax(q kᵀ / sqrt(D)) v, causal or not, differentiable: the lesson's FlashAttention."""
     return FlashAttention.apply(q, k, v, causal)
+
+
+def tile_model(q, k, v, causal: bool = False, block_m: int = 64, block_n: int = 64):
+    """(o, lse) as :func:`forward` computes them, written with torch operations on tiles: for each block of queries
+    (all batches and heads at once) the loop over key blocks with the online-softmax update, in base 2 as the kernel
+    does. For reading and for checking on small inputs, not for speed (a few torch calls per tile).
+
+    What the Triton kernel adds: one program per query block instead of the outer loop; pointers and strides
+    instead of slices; and, since a Triton tile has one power-of-two size, masks for the ragged end of S."""
+    if block_m < 1 or block_n < 1:
+        raise ValueError(f"tile_model: block sizes must be positive, got block_m={block_m}, block_n={block_n}")
+    B, H, S, D = q.shape
+    qk_scale = LOG2E / math.sqrt(D)  # scores in base 2: exp(x) = exp2(x * log2(e))
+    o = torch.empty_like(q)
+    lse = torch.empty((B, H, S), dtype=torch.float32, device=q.device)
+    for start_m in range(0, S, block_m):
+        end_m = min(start_m + block_m, S)
+        rows = torch.arange(start_m, end_m, device=q.device)
+        q_tile = q[:, :, start_m:end_m].float()  # loaded once, kept for the whole loop
+        m = torch.full((B, H, end_m - start_m), float("-inf"), device=q.device)  # running maximum per query
+        l = torch.zeros((B, H, end_m - start_m), device=q.device)  # running sum, against m
+        acc = torch.zeros((B, H, end_m - start_m, D), device=q.device)  # running sum of p @ v, against m
+        stop = end_m if causal else S  # causal: no key block beyond this query block's diagonal
+        for start_n in range(0, stop, block_n):
+            end_n = min(start_n + block_n, stop)
+            s = q_tile @ k[:, :, start_n:end_n].float().transpose(-1, -2) * qk_scale
+            if causal:
+                cols = torch.arange(start_n, end_n, device=q.device)
+                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1))
+            p = torch.exp2(s - m_new[..., None])
+            alpha = torch.exp2(m - m_new)  # < 1 when the maximum grew: rescale what was summed against the old one
+            l = l * alpha + p.sum(dim=-1)
+            p = p.to(v.dtype).float()  # the kernel rounds p to fp16/bf16 for the tensor cores' second matmul
+            acc = acc * alpha[..., None] + p @ v[:, :, start_n:end_n].float()
+            m = m_new
+        o[:, :, start_m:end_m] = (acc / l[..., None]).to(q.dtype)
+        lse[:, :, start_m:end_m] = m + torch.log2(l)
+    return o, lse.reshape(B * H, S)
 
 
 def reference(q, k, v, causal: bool = False, dtype=torch.float64):

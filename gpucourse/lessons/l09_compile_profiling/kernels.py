@@ -51,6 +51,12 @@ def fused_rmsnorm_residual(x: torch.Tensor, residual: torch.Tensor, weight: torc
     """``new_residual = x + residual``; ``out = new_residual / sqrt(mean(new_residual**2) + eps) * weight``, over the
     last dimension, in one launch. Reads x and residual once and writes out and new_residual once: 4 bytes moved per
     element per byte of dtype (plus the weight)."""
+    return _launch(x, residual, weight, eps, _rmsnorm_residual_kernel)
+
+
+def _launch(x, residual, weight, eps, kernel):
+    """Allocate the outputs and launch ``kernel`` (the Triton kernel, or the same wrapped for torch.compile by
+    :func:`rmsnorm_residual_op`) over the rows."""
     n_cols = x.shape[-1]
     assert n_cols <= MAX_ROW, f"rows up to {MAX_ROW} elements"
     x2, r2 = x.reshape(-1, n_cols), residual.reshape(-1, n_cols)
@@ -64,10 +70,33 @@ def fused_rmsnorm_residual(x: torch.Tensor, residual: torch.Tensor, weight: torc
     new_res = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows:
         block, rows, warps = _config(n_cols, n_rows)
-        _rmsnorm_residual_kernel[(triton.cdiv(n_rows, rows),)](
+        kernel[(triton.cdiv(n_rows, rows),)](
             x2, r2, w, out, new_res, n_rows, n_cols, x2.stride(0), r2.stride(0), out.stride(0), new_res.stride(0),
             eps, BLOCK=block, ROWS=rows, num_warps=warps)
+    if x.dim() == 2:
+        return out, new_res
     return out.view(x.shape), new_res.view(x.shape)
+
+
+_OP = {}
+
+
+def rmsnorm_residual_op():
+    """The fused kernel as a PyTorch operator, ``torch.ops.gpucourse09.rmsnorm_residual(x, residual, weight, eps)``,
+    made with ``torch.library.triton_op`` (registered on first use). An operator of this kind is one torch.compile
+    can see into: dynamo puts it in the graph as one call (no graph break), and inductor, which the wrapper lets see
+    the Triton kernel inside (``torch.library.wrap_triton``), calls that kernel from its generated code as it calls
+    its own, fusing what comes before and after it into kernels of its own."""
+    if "op" not in _OP:
+        from torch.library import triton_op, wrap_triton
+
+        @triton_op("gpucourse09::rmsnorm_residual", mutates_args=())
+        def rmsnorm_residual(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                             eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+            return _launch(x, residual, weight, eps, wrap_triton(_rmsnorm_residual_kernel))
+
+        _OP["op"] = rmsnorm_residual
+    return _OP["op"]
 
 
 def rmsnorm_residual_torch(x, residual, weight, eps: float = 1e-6):

@@ -73,6 +73,50 @@ def sync_lines(events) -> list:
     return sorted(((ln, calls[ln], waited[ln]) for ln in waited), key=lambda t: -t[2])
 
 
+def waiting_ops(events, names=("aten::item",)) -> list:
+    """The host operators named in ``names`` inside which the host waited for the GPU: a cuda*Synchronize call
+    that starts and ends within the operator, on the same host thread. ``.item()`` on a GPU tensor copies the value
+    back and waits (the sync is inside it); on a tensor that lives on the host it reads memory and waits for
+    nothing."""
+    syncs = [e for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in SYNC_CALLS]
+    out = []
+    for op in events:
+        if op.get("cat") != "cpu_op" or op.get("name") not in names:
+            continue
+        start, end = float(op["ts"]), float(op["ts"]) + float(op["dur"])
+        if any(s.get("tid") == op.get("tid") and start <= float(s["ts"]) and
+               float(s["ts"]) + float(s["dur"]) <= end for s in syncs):
+            out.append(op)
+    return out
+
+
+def api_table(events) -> list:
+    """[(name, total µs, calls)] of the host's CUDA API calls (runtime and driver), by total time, largest first:
+    the flat profile of what the host asked the driver for (launches, copies, synchronizations, allocations)."""
+    total, calls = collections.Counter(), collections.Counter()
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver"):
+            total[e["name"]] += float(e["dur"])
+            calls[e["name"]] += 1
+    return sorted(((n, total[n], calls[n]) for n in total), key=lambda t: -t[1])
+
+
+def per_call(events, calls: int) -> dict:
+    """What ``calls`` calls of one function ran on the GPU, per call: ``us`` (the kernels', copies' and memsets'
+    durations summed, divided by ``calls``), ``ops`` (how many of them a call runs) and ``by_name``
+    ({name: {"us": ..., "n": ...}}, per call, largest first). Time where two GPU events overlap counts twice: this
+    is work done, not the window's busy time (:func:`gpu_idle_share` gives that)."""
+    if calls < 1:
+        raise ValueError(f"calls must be at least 1, got {calls}")
+    total, count = collections.Counter(), collections.Counter()
+    for e in gpu_events(events):
+        total[e["name"]] += float(e["dur"])
+        count[e["name"]] += 1
+    by_name = {n: {"us": total[n] / calls, "n": count[n] / calls}
+               for n in sorted(total, key=lambda n: -total[n])}
+    return {"us": sum(total.values()) / calls, "ops": sum(count.values()) / calls, "by_name": by_name}
+
+
 def answers(events) -> dict:
     """The three answers ``read_the_profile`` asks for: top kernel by GPU time, GPU idle share, the syncing line."""
     table, syncs = kernel_table(events), sync_lines(events)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from gpucourse import benchmarks
 
+from . import measure
+
 FILE = "h100-explore-compile09.json"
 
 _COLUMNS = (("DRAM % of peak", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "{:.0f}"),
@@ -13,7 +15,11 @@ _COLUMNS = (("DRAM % of peak", "dram__throughput.avg.pct_of_peak_sustained_elaps
             ("registers/thread", "launch__registers_per_thread", "{:.0f}"),
             ("MiB read", "dram__bytes_read.sum", "{:,.0f}"),
             ("MiB written", "dram__bytes_write.sum", "{:,.0f}"),
-            ("ms", "gpu__time_duration.sum", "{:.3f}"))
+            ("ms", "gpu__time_duration.sum", "{:.3f}"),
+            ("SM throughput % of peak", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "{:.0f}"),
+            ("cycles with an instruction issued %", "smsp__issue_active.avg.pct_of_peak_sustained_active", "{:.0f}"),
+            ("SM clock MHz", "smsp__cycles_elapsed.avg.per_second", "{:,.0f}"),
+            ("memory clock MHz", "dram__cycles_elapsed.avg.per_second", "{:,.0f}"))
 
 
 def load() -> dict:
@@ -24,6 +30,8 @@ def _value(k: dict, key: str):
     v = k.get(key)
     if v is None:
         return None
+    if key in (measure.SM_CLOCK, measure.DRAM_CLOCK):
+        return measure.sm_clock_mhz(k, key)
     if key.startswith("dram__bytes"):
         return v / 2**20
     if key == "gpu__time_duration.sum":
@@ -50,3 +58,21 @@ def show_recorded_ncu() -> dict:
         print(label)
         show_ncu(doc[key]["kernels"])
     return doc
+
+
+def clock_scaling(doc: dict | None = None) -> dict:
+    """The recorded run timed the compiled sin chain's kernel twice: under Nsight Compute (``ncu_sin_compiled``,
+    which ran it with the SM clock locked at the GPU's base clock, ncu's default) and with the course's timer at the
+    clocks the GPU picks for itself (``fusion``, the compiled median). Returns both and their ratio."""
+    doc = doc or load()
+    ncu_ms = doc["ncu_sin_compiled"]["kernels"][0]["gpu__time_duration.sum"] / 1e6
+    timed_ms = doc["fusion"]["sin chain, 2^26 fp32"]["compiled_ms"]
+    return {"ncu_ms": ncu_ms, "timed_ms": timed_ms, "ratio": ncu_ms / timed_ms}
+
+
+def show_clock_scaling() -> dict:
+    c = clock_scaling()
+    print(f"recorded ({FILE}): the compiled sin chain's kernel took {c['ncu_ms']:.3f} ms under Nsight Compute (SM "
+          f"clock locked at base) and {c['timed_ms']:.3f} ms timed at the GPU's own clocks: {c['ratio']:.2f}x longer "
+          f"at the lower clock")
+    return c

@@ -41,6 +41,8 @@ tiles to float32 before `tl.dot` when `os.environ.get("TRITON_INTERPRET") == "1"
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
 on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
 allocating, viewing, copying, casting and filling tensors is fine.
+On a GPU the check also times your kernel (B 4, H 16, S 4096, D 64, float16, not causal) against
+scaled_dot_product_attention left to choose its backend (cuDNN's on an H100); the speed target is 0.7x its speed.
 """
 
 # torch ops that compute attention or its pieces for you: calling one fails the case.
@@ -75,14 +77,13 @@ def make_inputs(params: dict, gen) -> tuple:
 
 def reference(q, k, v, causal=False):
     """On the CPU (every correctness check): attention in float64, rounded once to q's dtype. On a GPU only the
-    speed baseline of ``Perf(baseline="reference")``: SDPA's FLASH_ATTENTION backend (FlashAttention-2)."""
+    speed baseline of ``Perf(baseline="reference")``: SDPA left to choose its backend, what a practitioner calls
+    (cuDNN's fused attention on an H100; FlashAttention-2 on an A100). Not FLASH_ATTENTION by name: on Hopper that is
+    Ampere code (mma.sync), which any Triton kernel that gets wgmma beats, so a target over it would say little."""
     import torch
 
     if q.is_cuda:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     qd, kd, vd = (t.to(torch.float64) for t in (q, k, v))
     s = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if causal:
@@ -156,6 +157,8 @@ EXERCISE = Exercise(
     forbidden_ops=_TORCH_ATTENTION,
     max_extra_bytes=max_extra_bytes,
     hints=hints,
-    perf=Perf(baseline="reference", target=1.0, params={"b": 4, "h": 16, "s": 4096, "d": 64},
+    # The workbook's reference answer ran at 0.79x SDPA's choice (cuDNN) on the course's H100 (solutions/08, the
+    # cell after the check); a kernel that masks every block and uses one fixed tile still meets 0.7.
+    perf=Perf(baseline="reference", target=0.7, params={"b": 4, "h": 16, "s": 4096, "d": 64},
               flops=attention_flops),
 )

@@ -38,6 +38,10 @@ new_residual written once (in a transformer the sum is the next block's residual
 inputs. Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, torch.compile's own
 kernels...) on the inputs or on anything derived from them fails the check, which names it; allocating, viewing,
 copying and filling tensors is fine.
+Speed (on a GPU, apart from correctness): at 8192x8192 bfloat16 your kernel's GB/s (the 4 bytes per element it
+must move) against a copy of the same bytes timed beside it; target 0.85 of the copy's. That copy is the ceiling:
+torch.compile of the same function reaches it too (without CUDA graphs, whose copies of new inputs would be timed
+with it), so the goal is to match the compiler, not to beat it.
 """
 
 

@@ -25,7 +25,8 @@ Write `read_the_profile(trace)` that returns a dict with three answers about a p
                 once;
   "sync_line":  the source line ("train.py:57", from the event's args["line"]) of the host call that waits for
                 the GPU: a "cuda_runtime" event named cudaStreamSynchronize, cudaDeviceSynchronize or
-                cudaEventSynchronize.
+                cudaEventSynchronize (where several lines make such calls: the line whose calls waited longest,
+                their durations summed).
 `trace` is a list of events as in a Chrome trace's "traceEvents" (what torch.profiler's export_chrome_trace
 writes): dicts with "name", "cat" ("cpu_op", "cuda_runtime", "kernel", "gpu_memcpy"...), "ts" and "dur" in
 microseconds, "pid", "tid" and "args" (host events carry args["line"], the line that issued them). Each check
