@@ -524,3 +524,28 @@ def test_online_softmax_rows_too_small_get_the_rescale_hint_not_the_padding_one(
     online = compare.compare_values(e, g, 1e-5, 1e-6, row_sum_cause=compare.ROW_SUM_NOT_RESCALED)
     assert "masked-off lanes must load -inf" in default.problems[0]
     assert "running maximum that changes must rescale" in online.problems[0] and "-inf" not in online.problems[0]
+
+
+def test_a_forbidden_op_before_a_raise_is_the_verdict_and_the_next_cases_run(capsys):
+    """check() in a notebook says what the grader says (tests/submissions/int8_gemv/cheat_mm_then_raises.py): a
+    function that calls a forbidden torch op and then raises fails that case for the op, with the raise told beside
+    it, and the other cases are checked; a plain raise stays an error with the learner's traceback."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "submissions", "int8_gemv", "cheat_mm_then_raises.py")
+    spec = importlib.util.spec_from_file_location("cheat_mm_then_raises", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    result = gpucourse.check("int8_gemv", mod.int8_gemv, plot=False)
+    assert result.status == "failed" and len(result.cases) == len(get("int8_gemv").cases)
+    first = result.cases[0]
+    assert first.problems[0].startswith("calls aten.mm.default: this exercise asks for your own kernel")
+    assert first.problems[0].endswith("it then raised ValueError: K=512: this path wants K a multiple of 1024")
+    big_k = next(c for c in result.cases if c.name == "M=2, cancelling halves, K=4096")  # no raise: evaluated
+    assert "it then raised" not in " ".join(big_k.problems) and "calls aten.mm.default" in " ".join(big_k.problems)
+    assert "it then raised ValueError" in capsys.readouterr().out
+
+    def plain_raise(x, q, scale):
+        raise ValueError("not written yet for this shape")
+    result = gpucourse.check("int8_gemv", plain_raise, plot=False)
+    assert result.status == "error" and "not written yet for this shape" in result.message

@@ -23,6 +23,7 @@ ENFORCED = (
     "05_triton",
     "06_tensor_cores",
     "07_quantization",
+    "08_flash_attention",
     "09_compile_profiling",
     "10_training_scale",
 )

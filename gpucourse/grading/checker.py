@@ -193,12 +193,16 @@ def run_call(ex, fn, args: list, skip_launches: bool = False) -> dict:
         # Triton's interpreter evaluates every lane in NumPy, the masked-off ones too (exp of a -inf padding lane,
         # say): its overflow warnings are not the learner's, and a passing check must not print them.
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-        if count_cuda:
-            with launches.counting_cuda() as cuda_launches:
+        try:
+            if count_cuda:
+                with launches.counting_cuda() as cuda_launches:
+                    out = fn(*values)
+            else:
+                cuda_launches = {}
                 out = fn(*values)
-        else:
-            cuda_launches = {}
-            out = fn(*values)
+        except Exception as exc:  # a forbidden op called before the raise is the verdict, not the raise (see below)
+            _note_forbidden(exc, launches.reference_calls(dict(ops), getattr(ex, "forbidden_ops", ()) or ()))
+            raise
         if _device.on_gpu():
             torch.cuda.synchronize()
     extra = None
@@ -208,6 +212,40 @@ def run_call(ex, fn, args: list, skip_launches: bool = False) -> dict:
     return {"out": out, "triton_launches": dict(triton_launches), "cuda_launches": dict(cuda_launches),
             "ops": dict(ops), "uses": dict(uses), "course_launches": dict(course),
             "overruns": guards.overruns(records), "extra_bytes": extra}
+
+
+def forbidden_problem(calls: list) -> str:
+    """The problem when the learner's function called ``calls``, ops its exercise forbids."""
+    return (f"calls {', '.join(calls)}: this exercise asks for your own kernel to compute the answer, not this torch "
+            f"op (a kernel launched beside it does not count)")
+
+
+_FORBIDDEN_ATTR = "_gpucourse_forbidden_calls"
+
+
+def _note_forbidden(exc: BaseException, calls: list) -> None:
+    """Remember on ``exc`` the forbidden ops called before it was raised: a cheat that hands the work to cuBLAS
+    and dies on a shape cuBLAS refuses (torch._scaled_mm wants dimensions divisible by 16) is told about the cheat,
+    as it is on every shape cuBLAS takes, not only about the crash."""
+    if calls:
+        try:
+            setattr(exc, _FORBIDDEN_ATTR, list(calls))
+        except Exception:  # noqa: BLE001 - an exception type with __slots__: the raise alone is reported
+            pass
+
+
+def forbidden_before_raise(exc: BaseException) -> list:
+    """The forbidden ops the learner's function called before raising ``exc`` (see :func:`run_call`)."""
+    try:  # the exception is the learner's object: its attributes may be anything
+        calls = BaseException.__getattribute__(exc, "__dict__").get(_FORBIDDEN_ATTR)
+        return [c for c in calls if type(c) is str] if type(calls) is list else []
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def raised_after_forbidden(calls: list, raised: str) -> str:
+    """A failed case's problem: forbidden ops called, then an exception (``raised``, its one-line description)."""
+    return f"{forbidden_problem(calls)}; it then raised {raised}"
 
 
 def memory_problem(ex, args: list, calls: list) -> list:
@@ -361,8 +399,7 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
         problems.append("no CUDA kernel was launched: this exercise asks for your own CUDA kernel")
     forbidden = launches.reference_calls(outcome.get("ops") or {}, ex.forbidden_ops)
     if forbidden:
-        problems.append(f"calls {', '.join(forbidden)}: this exercise asks for your own kernel to compute the answer, "
-                        f"not this torch op (a kernel launched beside it does not count)")
+        problems.append(forbidden_problem(forbidden))
     problems += use_problems(ex, outcome)
     if is_tensor_answer and n_launch:  # with no launch at all, "no Triton kernel was launched" says it
         problems += noop_problem(ex, expected, out, outcome.get("noop_out"))
@@ -633,6 +670,13 @@ def check(exercise_id: str, fn, *, quiet: bool = False, plot: bool | None = None
         try:
             outcome = run_case(ex, fn, dev_args)
         except Exception as exc:  # the learner's code raised
+            forbidden = forbidden_before_raise(exc)
+            if forbidden:  # the cheat is the verdict; the next cases are checked as usual
+                raised = exception_line(learner_traceback(exc), type(exc).__name__)
+                results.append(CaseResult(name=case.name, passed=False,
+                                          problems=[raised_after_forbidden(forbidden, raised)]))
+                status = "failed"
+                continue
             status, message = _raised(ex, case, exc)
             break
         outcome["seconds"] = time.perf_counter() - t0

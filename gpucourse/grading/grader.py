@@ -1080,8 +1080,17 @@ def _converse(ex, path, result: Result, seed: int, nonce: str, to_w: int, from_r
                 msg = expect("result", "raised")
             _check_index(msg, index)
             if msg["type"] == "raised":
-                _raised(ex, case, msg, result)
-                return
+                forbidden = _forbidden_field(ex, msg)
+                if not forbidden:
+                    _raised(ex, case, msg, result)
+                    return
+                # A forbidden op called before the raise: the cheat is the verdict (a failed case, as on the shapes
+                # the op takes), and the next cases run.
+                exc_type = msg.get("exc_type") if type(msg.get("exc_type")) is str else ""
+                raised = checker.exception_line(str(msg.get("traceback", "")), exc_type)[:300] or exc_type[:60]
+                result.checks.append({"name": case.name, "passed": False,
+                                      "detail": checker.raised_after_forbidden(forbidden, raised)})
+                continue
             outcome = _outcome(msg, len(args))
             out = outcome["out"]
             for op, n in outcome["ops"].items():
@@ -1169,6 +1178,15 @@ def _perf_fields(perf: dict, baseline: str) -> dict:
     out["suspicious"] = perf.get("suspicious") is True
     out["text"] = str(perf.get("text"))[:300]
     return out
+
+
+def _forbidden_field(ex, msg: dict) -> list:
+    """The forbidden ops a "raised" message says were called before the raise; only names the exercise forbids
+    count (a forged list can only add the exercise's own forbidden names, which makes its verdict worse)."""
+    names = msg.get("forbidden")
+    if not isinstance(names, list) or not all(type(n) is str for n in names):
+        return []
+    return launches.reference_calls({n[:200]: 1 for n in names[:20]}, ex.forbidden_ops)
 
 
 def _raised(ex, case, msg: dict, result: Result, patched: tuple = (), threads: tuple = ()) -> None:

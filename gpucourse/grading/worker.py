@@ -266,6 +266,7 @@ def main(argv=None) -> int:
     arm_stack(hello.get("stack_at"))  # before the submission's first line: a hang in its import is caught too
     ex = get(hello["exercise"])
     run_case, learner_tb = checker.run_case, checker.learner_traceback
+    forbidden_calls = checker.forbidden_before_raise
     draw_perf, prepare_perf, measure_perf = checker.draw_perf, checker.prepare_perf, checker.measure_perf
     drawn = prepared = None
     judge, judge_case = ex.judge, checker.judge_case
@@ -345,7 +346,8 @@ def main(argv=None) -> int:
             except BaseException as exc:  # noqa: BLE001
                 flush()
                 reply("raised", index=msg["index"], exc_type=type(exc).__name__,
-                      not_implemented=isinstance(exc, NotImplementedError), traceback=learner_tb(exc)[-20000:])
+                      not_implemented=isinstance(exc, NotImplementedError), traceback=learner_tb(exc)[-20000:],
+                      forbidden=forbidden_calls(exc)[:20])
                 continue
             flush()
             reply("result", index=msg["index"], **fields)

@@ -9,6 +9,15 @@ EXPECTED = {
     # The same kernel through a module name built at run time: no import to see, its launches are the course's.
     "cheat_course_kernel_by_name.py": {"status": "failed", "message": "used the course's own code: launched the "
                                                                      "course's kernel w8a16_kernel"},
+    # torch's matmul, then a raise on shapes it was not written for: the forbidden call is each case's verdict
+    # (the raise told beside it) and the other cases still run (on the GPU, fp8_matmul's torch._scaled_mm cheat
+    # raised on a 48x40 case and was reported only as an error).
+    "cheat_mm_then_raises.py": {"status": "failed",
+                                "message": "7 of 7 cases failed; first: M=1, 256x512: calls aten.mm.default: this "
+                                           "exercise asks for your own kernel to compute the answer, not this torch "
+                                           "op (a kernel launched beside it does not count); it then raised "
+                                           "ValueError: K=512: this path wants K a multiple of 1024",
+                                "flags": ["calls aten.mm"]},
     "right_rows.py": {"status": "passed", "message": "all 7 cases passed"},
     # bf16 partial sums: the cancelling case is built to fail it; random K-long sums fail too, though not always
     # (even the smallest case, M=1 256x512, failed once in CI by one element: no case is expected to pass).
