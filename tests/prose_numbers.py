@@ -438,6 +438,7 @@ def _arithmetic(before: str, value: Decimal) -> bool:
     expr = re.sub(r"([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)", lambda e: "**(" + e.group(1).translate(_SUPERSCRIPT) + ")", m.group(1))
     expr = expr.replace("×", "*").replace("x", "*").replace("·", "*").replace("^", "**").replace("−", "-")
     expr = re.sub(r"(?<=\d),(?=\d{3})", "", expr).strip()
+    expr = re.sub(r"^[^\d(-]+", "", expr)  # the clause's comma or period before the expression ("shape, 21.9 + ...")
     try:
         tree = ast.parse(expr, mode="eval")
         return abs(Decimal(repr(float(_evaluate(tree)))) - value) <= _tolerance(value)

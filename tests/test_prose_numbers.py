@@ -109,6 +109,10 @@ def test_code_math_versions_and_references_are_not_prose():
     assert flagged("## 2.1 Heading\n\n1. First item.\n") == []
     assert flagged("fp16 rounds to 2⁻¹¹ ≈ 4.9e-4.") == []  # the arithmetic is shown
     assert flagged("fp16 rounds to 2⁻¹¹ ≈ 5.9e-4.") == ["5.9e-4"]
+    # after a clause's comma, and with the minus sign of typeset text
+    # (the operands themselves are printed by no cell here, so they are flagged: only the result is asserted)
+    assert "28.5 µs" not in flagged("On the same shape, 21.9 + 50.3 − 43.7 ≈ 28.5 µs.")
+    assert "29.5 µs" in flagged("On the same shape, 21.9 + 50.3 − 43.7 ≈ 29.5 µs.")
 
 
 def test_the_cli_prints_one_line_per_finding_and_fails(tmp_path, capsys):
