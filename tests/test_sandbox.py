@@ -619,7 +619,7 @@ def test_a_worker_that_cannot_start_is_the_graders_failure(monkeypatch):
     from gpucourse.grading import grader, worker
     from gpucourse.grading.exercise import get
 
-    def broken(path, tmp, isolation, gpu, gpu_nodes, to_r, from_w, mem_mb, status_fd):
+    def broken(path, tmp, isolation, gpu, gpu_nodes, to_r, from_w, mem_mb, status_fd, stack_fd):
         fails = [sys.executable, "-c", "import sys; sys.stderr.write('Traceback ...\\nModuleNotFoundError: No "
                                        "module named gpucourse\\n'); sys.exit(1)"]
         return worker.supervised(fails, status_fd), dict(os.environ), path
