@@ -1,5 +1,6 @@
 """``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--gradebook PATH]
-[--student NAME ...] [--replace-gradebook] [--summary PATH] [--leaderboard PATH] [--timeout S] [--jobs auto|N]``.
+[--student NAME ...] [--replace-gradebook] [--summary PATH] [--leaderboard PATH] [--feedback DIR] [--timeout S]
+[--jobs auto|N]``.
 
 A SUBMISSION may be a folder: every .py and .ipynb file in it and its subfolders (sorted; expected.py, __pycache__
 and hidden files and folders skipped), or an nbgrader course directory (``submitted/<student>/<assignment>/...``,
@@ -16,7 +17,7 @@ import os
 import sys
 import textwrap
 
-from . import gradebook, grader, leaderboard, sandbox, summary
+from . import feedback, gradebook, grader, leaderboard, sandbox, summary
 
 EPILOG = """\
 statuses:
@@ -61,6 +62,9 @@ flags, timeouts and crashes by student, the leaderboard's top on a GPU. A --stud
 grades-summary.md as it was (--summary PATH writes the re-grade's).
 leaderboard (--leaderboard board.md or board.html, may be given twice): the passing submissions ranked by their
 measured speed (GPU; ties within the noise shown as =N).
+feedback (--feedback DIR): a page per graded submission to hand back, as nbgrader's feedback/ folder:
+DIR/<student>/<assignment, else the exercise>/<exercise>.html (every case with its verdict, the checker's text and
+hints), and DIR/index.html listing them; names made safe for file names. Pages from earlier batches are kept.
 """
 
 
@@ -106,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                                                          "exercise's workbook, or the only one)")
     ap.add_argument("--leaderboard", metavar="PATH", action="append", default=[],
                     help="write a leaderboard page (.md Markdown, .html HTML); may be given twice")
+    ap.add_argument("--feedback", metavar="DIR",
+                    help="write a self-contained HTML page per graded submission, to hand back to its student, as "
+                         "DIR/<student>/<assignment>/<exercise>.html, and DIR/index.html listing them")
     ap.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                     help=f"time limit per submission (default {grader.DEFAULT_TIMEOUT:g} where kernels run on a GPU, "
                          f"{grader.CPU_MODE_TIMEOUT:g} in CPU mode, where Triton's interpreter runs them)")
@@ -282,6 +289,8 @@ def main(argv=None) -> int:
     for out in [args.json, args.csv, args.gradebook, args.summary, *args.leaderboard]:
         if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
             return _usage_error(f"{gradebook.printable(out)}: its folder does not exist")
+    if args.feedback and os.path.exists(args.feedback) and not os.path.isdir(args.feedback):
+        return _usage_error(f"--feedback {gradebook.printable(args.feedback)} is a file: name a folder")
     if args.replace_gradebook and not args.gradebook:
         return _usage_error("--replace-gradebook: there is no --gradebook to replace")
     existing = None  # said before grading, not after a class's batch has run
@@ -332,6 +341,10 @@ def main(argv=None) -> int:
     for page in args.leaderboard:
         leaderboard.write(report, page, gradebook.names(entries))
         print(f"gpucourse grade: leaderboard {page}", file=sys.stderr)
+    if args.feedback:
+        pages = feedback.write(report, entries, args.feedback)
+        print(f"gpucourse grade: feedback: {len(pages)} page{'s' if len(pages) != 1 else ''} in "
+              f"{gradebook.printable(args.feedback)}, listed in {feedback.INDEX}", file=sys.stderr)
     p = gradebook.printable  # a path or a message may hold control characters: shown, never sent to the terminal
     width = max(len(p(r["submission"])) for r in report["results"])
     for r in report["results"]:

@@ -1,0 +1,230 @@
+"""Feedback to hand back (issue 35): a page per graded submission that a student can open, as nbgrader writes
+``feedback/<student>/<assignment>/``.
+
+``gpucourse grade EXERCISE ... --feedback DIR`` writes ``DIR/<student>/<assignment>/<exercise>.html`` for each graded
+submission (the assignment is nbgrader's, else the exercise's id) and ``DIR/index.html`` listing them. A page holds
+what the JSON report holds for that submission: the status, score and message, the flags, and every case with its
+verdict (PASS/FAIL) and the checker's text, its ``hint:`` lines highlighted; the speed where one was measured; and a
+footer saying what the statuses mean.
+
+A page is one self-contained file: no script, no external stylesheet, font or image, and a content security policy
+that allows none. Everything on it that comes from the submission or the checker (messages quote the student's
+exceptions, tracebacks and source lines; names come from paths a student controls) is HTML-escaped, with control
+characters shown as escapes (``leaderboard.html_text``). File and folder names are made of the student's and the
+assignment's names by :func:`safe_name`, which keeps them inside DIR: ``../../etc`` becomes one plain folder name.
+
+Pictures of where an output is wrong are not drawn here, because the report does not carry what they are drawn from.
+The checker's evidence, a ``compare.WhereMap`` (``checker.CaseResult.where``, drawn by drawing.py in a notebook), is
+computed in the grader's process by ``checker.evaluate`` in ``grader._converse`` and dropped when the case becomes a
+``{"name", "passed", "detail"}`` check; the submission is never re-run to draw one. To draw them, the grader would
+keep that map on each failed check of the report (say ``"where": {"shape", "block", "slice", "n_right", "n_wrong",
+"n_never", "codes": rows of ints (at most compare.MAX_SIDE per side, already pooled), "past_end": [offsets]}``, a
+change to the JSON report's schema, which tests/test_grader.py pins), and this module would draw it inline, as a
+table or an SVG of coloured cells with drawing.py's COLOURS and NAMES (no matplotlib, no image file).
+"""
+from __future__ import annotations
+
+import datetime
+import html
+import os
+import re
+import urllib.parse
+
+from . import gradebook
+from .leaderboard import html_text
+
+INDEX = "index.html"
+NAME_CHARS = 80  # a file or folder name made from a student's name is cut to this many characters
+
+# What each status means, in the student's words (gpucourse grade --help says the same to the instructor).
+STATUSES = {
+    "passed": "every case passed (score 1).",
+    "failed": "your code ran, but some cases are wrong: wrong values, shape, dtype or device, elements never "
+              "written, writes past the end of the output, a result that changes from run to run, or no required "
+              "kernel launched (score: the fraction of cases passed).",
+    "error": "your code could not be loaded or compiled, or it raised an exception (score 0).",
+    "timeout": "your code ran past the time limit, imports included (score 0).",
+    "crashed": "the process running your code died: a segfault, an abort, os._exit, a CUDA fault (score 0).",
+}
+FLAGS_NOTE = "for the instructor to look at; flags do not change the status or the score"
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.4}"
+        "table{border-collapse:collapse}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}"
+        "pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap}"
+        ".hint{background:#fff3b0;font-weight:bold}.case{margin:1em 0;padding-left:.6em;border-left:4px solid #ccc}"
+        ".case.pass{border-color:#2a2}.case.fail{border-color:#c22}.verdict{font-weight:bold;margin-right:.5em}"
+        ".pass .verdict,.passed{color:#171}.fail .verdict,.failed,.error,.timeout,.crashed{color:#b11}"
+        "footer{margin-top:2em;color:#555;font-size:.9em}")
+
+
+def safe_name(text: str, limit: int = NAME_CHARS) -> str:
+    """A file or folder name made of ``text``: letters, digits, ``_``, ``-`` and ``.`` kept, runs of anything else
+    (``/``, spaces, control characters) one ``_``, leading dots ``_`` (so neither ``..`` nor a hidden name), cut to
+    ``limit`` characters; ``_`` when nothing is left."""
+    name = re.sub(r"[^\w.-]+", "_", str(text))[:limit]
+    name = re.sub(r"^\.+", lambda m: "_" * len(m.group()), name)
+    return name or "_"
+
+
+def _head(title: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title><style>{_CSS}</style>"
+            "</head>\n<body>\n")
+
+
+def _detail(detail: str) -> str:
+    """The checker's text (a case's, or the message), preformatted: every line escaped, each ``hint:`` line
+    highlighted."""
+    lines = []
+    for line in str(detail).expandtabs(4).splitlines():
+        text = html_text(line)
+        lines.append(f"<span class=\"hint\">{text}</span>" if line.startswith("hint: ") else text)
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def _case(check: dict) -> str:
+    passed = bool(check.get("passed"))
+    verdict, kind = ("PASS", "pass") if passed else ("FAIL", "fail")
+    return (f"<section class=\"case {kind}\"><h3><span class=\"verdict\">{verdict}</span>"
+            f"{html_text(check.get('name', '?'))}</h3>{_detail(check.get('detail', ''))}</section>")
+
+
+def _perf(perf: dict) -> str:
+    met = "the speed target was met" if perf.get("met") else "below the speed target"
+    return f"<h2>Speed</h2><p>{html_text(perf.get('text') or 'measured')} ({met})</p>"
+
+
+def page(result: dict, exercise: str, student: str, assignment: str = "", environment: dict | None = None) -> str:
+    """The feedback page of one graded submission: ``result`` as the JSON report holds it (``submission``,
+    ``status``, ``score``, ``message``, ``checks``, ``flags``, optionally ``perf``), for ``student``'s
+    ``assignment`` (default: the exercise). ``environment``: the report's, for the line saying where it was graded."""
+    checks = list(result.get("checks") or [])
+    n_pass = sum(bool(c.get("passed")) for c in checks)
+    status = str(result.get("status", "?"))
+    title = f"{html_text(exercise)}: feedback for {html_text(student)}"
+    facts = [("Student", student), ("Assignment", assignment or exercise), ("Exercise", exercise),
+             ("Submission", os.path.basename(str(result.get("submission", "")))),
+             ("Score", f"{float(result.get('score', 0.0)):.2f}"),
+             ("Cases", f"{n_pass} of {len(checks)} passed" if checks else "none was run")]
+    rows = "".join(f"<tr><th>{k}</th><td>{html_text(v)}</td></tr>" for k, v in facts)
+    body = [f"<h1>{title}</h1>",
+            f"<p>Status: <strong class=\"{html_text(status)}\">{html_text(status)}</strong></p>",
+            f"<table>{rows}</table>", f"<h2>Message</h2>{_detail(result.get('message', ''))}"]
+    flags = result.get("flags") or []
+    if flags:
+        items = "".join(f"<li>{html_text(f)}</li>" for f in flags)
+        body.append(f"<h2>Flags</h2><p>({FLAGS_NOTE})</p><ul>{items}</ul>")
+    body.append("<h2>Cases</h2>")
+    body += [_case(c) for c in checks] or ["<p>No case was run: the message above says why.</p>"]
+    if isinstance(result.get("perf"), dict):
+        body.append(_perf(result["perf"]))
+    meanings = "".join(f"<li><strong>{k}</strong>: {html.escape(v)}</li>" for k, v in STATUSES.items())
+    where = f"Graded on {environment.get('fingerprint', '?')}. " if environment else ""
+    body.append(f"<footer><p>{html_text(where)}Statuses:</p><ul>{meanings}</ul><p>Lines starting with "
+                f"<span class=\"hint\">hint:</span> are the checker's guess at the likely cause.</p></footer>")
+    return _head(title) + "\n".join(body) + "\n</body></html>\n"
+
+
+def _href(relative: str) -> str:
+    return html.escape(urllib.parse.quote(relative.replace(os.sep, "/")), quote=True)
+
+
+def index_page(exercise: str, written: list, ungraded: list, earlier: list) -> str:
+    """``DIR/index.html``: this batch's pages (``written``: dicts with ``student``, ``assignment``, ``status``,
+    ``score``, ``page`` relative to DIR), the students given no grade and why (``ungraded``: (student, why): no file,
+    or several, each with its page), and pages already in DIR from earlier batches (``earlier``: paths relative to
+    DIR), kept and linked."""
+    title = f"Feedback: {html_text(exercise)}"
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rows = "".join(f"<tr><td><a href=\"{_href(w['page'])}\">{html_text(w['student'])}</a></td>"
+                   f"<td>{html_text(w['assignment'])}</td><td class=\"{html_text(w['status'])}\">"
+                   f"{html_text(w['status'])}</td><td>{w['score']:.2f}</td></tr>" for w in written)
+    body = [f"<h1>{title}</h1>", f"<p>{len(written)} page{'s' if len(written) != 1 else ''} written {date}.</p>",
+            "<table><thead><tr><th>student</th><th>assignment</th><th>status</th><th>score</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"]
+    if ungraded:
+        items = "".join(f"<li>{html_text(s)}: {html_text(why)}</li>" for s, why in ungraded)
+        body.append(f"<h2>Students given no grade</h2><ul>{items}</ul>")
+    if earlier:
+        items = "".join(f"<li><a href=\"{_href(p)}\">{html_text(p)}</a></li>" for p in earlier)
+        body.append(f"<h2>Pages from earlier batches</h2><p>(kept as they were)</p><ul>{items}</ul>")
+    return _head(title) + "\n".join(body) + "\n</body></html>\n"
+
+
+def _pages_in(directory: str) -> list:
+    """The pages already under ``directory`` where this module puts them (``<student>/<assignment>/<page>.html``),
+    relative to it, sorted."""
+    found = []
+    for student in sorted(os.listdir(directory)):
+        top = os.path.join(directory, student)
+        if not os.path.isdir(top):
+            continue
+        for assignment in sorted(os.listdir(top)):
+            folder = os.path.join(top, assignment)
+            if os.path.isdir(folder):
+                found += [os.path.join(student, assignment, f) for f in sorted(os.listdir(folder))
+                          if f.endswith(".html")]
+    return found
+
+
+class _Names:
+    """Distinct folder and file names: two students whose names give the same :func:`safe_name` (``a b`` and
+    ``a_b``) get two folders (``a_b``, ``a_b-2``); a name is compared as a case-insensitive file system would."""
+
+    def __init__(self, reserved: tuple = ()):
+        self.given: dict = {}
+        self.taken = {r.lower() for r in reserved}
+
+    def get(self, key, wanted: str) -> str:
+        if key not in self.given:
+            name, n = wanted, 1
+            while name.lower() in self.taken:
+                n += 1
+                stem, ext = os.path.splitext(wanted)
+                name = f"{stem}-{n}{ext}"
+            self.taken.add(name.lower())
+            self.given[key] = name
+        return self.given[key]
+
+
+def write(report: dict, entries: list, directory: str) -> list:
+    """Write a page per result of ``report`` to ``directory`` (created if needed), and its index.
+
+    ``entries``: the batch's ``gradebook.Entry`` list, whose files (``gradebook.to_grade``) are the report's results,
+    in that order; they name the student and the assignment. An ambiguous student's files, each graded, get a page
+    each, named after the file. Returns the pages written (paths under ``directory``), in the report's order."""
+    exercise = str(report["exercise"])
+    results = report["results"]
+    paths = gradebook.to_grade(entries)
+    if [r["submission"] for r in results] != paths:
+        raise ValueError("feedback.write: the report's results are not the entries' files in order")
+    os.makedirs(directory, exist_ok=True)
+    before = set(_pages_in(directory))
+    shown = gradebook.names(entries)
+    students = _Names(reserved=(INDEX,))
+    files: dict = {}  # (student folder, assignment folder) -> _Names of its pages
+    written, ungraded, out = [], [], []
+    graded = iter(results)
+    for e in entries:
+        own = [e.path] if e.path is not None else e.candidates
+        if e.path is None:
+            ungraded.append((e.student, e.problem or e.status or "not graded"))
+        for path in own:
+            r = next(graded)
+            assignment = e.assignment or exercise
+            folder = (students.get(e.student, safe_name(e.student)), safe_name(assignment))
+            stem = exercise if e.path is not None else f"{exercise}-{os.path.basename(path)}"
+            name = files.setdefault(folder, _Names()).get(len(out), safe_name(stem) + ".html")
+            relative = os.path.join(*folder, name)
+            target = os.path.join(directory, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(page(r, exercise, shown.get(path, e.student), assignment, report.get("environment")))
+            out.append(target)
+            written.append({"student": shown.get(path, e.student), "assignment": assignment, "page": relative,
+                            "status": r["status"], "score": float(r["score"])})
+    earlier = sorted(before - {w["page"] for w in written})
+    with open(os.path.join(directory, INDEX), "w", encoding="utf-8") as f:
+        f.write(index_page(exercise, written, ungraded, earlier))
+    return out
