@@ -432,7 +432,7 @@ _EXPRESSION = re.compile(
 def _arithmetic(before: str, value: Decimal) -> bool:
     """The prose shows its arithmetic: ``value`` follows "<numbers and operators> =" or "≈" (2⁻¹¹ ≈ 4.9e-4,
     1024 / 3 ≈ 341.3) and that expression, evaluated, rounds to it."""
-    m = _EXPRESSION.search(before[-80:])
+    m = _EXPRESSION.search(re.sub(r"\s+", " ", before)[-80:])  # a markdown line break is a space
     if not m or not re.search(r"\d", m.group(1)):
         return False
     expr = re.sub(r"([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)", lambda e: "**(" + e.group(1).translate(_SUPERSCRIPT) + ")", m.group(1))

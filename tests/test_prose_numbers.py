@@ -113,6 +113,7 @@ def test_code_math_versions_and_references_are_not_prose():
     # (the operands themselves are printed by no cell here, so they are flagged: only the result is asserted)
     assert "28.5 µs" not in flagged("On the same shape, 21.9 + 50.3 − 43.7 ≈ 28.5 µs.")
     assert "29.5 µs" in flagged("On the same shape, 21.9 + 50.3 − 43.7 ≈ 29.5 µs.")
+    assert "28.5 µs" not in flagged("On the same shape, 21.9 + 50.3\n− 43.7 ≈ 28.5 µs.")  # wrapped mid-expression
 
 
 def test_the_cli_prints_one_line_per_finding_and_fails(tmp_path, capsys):
