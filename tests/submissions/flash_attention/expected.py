@@ -7,7 +7,8 @@ in CPU mode what torch.empty handed out).
 """
 _BODY = "may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would not compile)"
 # torch/NumPy inside a @triton.jit body: stopped in CPU mode as a GPU's compiler refuses it (grading/interpreter.py).
-_GPU_REFUSES = {"status": ("error", "failed"), "message": None}
+# The same status in both modes; on a GPU the message is the compiler's (an H100 run, results/h100-known-submissions).
+_GPU_REFUSES = {"status": "error", "message": "raised"}
 EXPECTED = {
     "right_forward.py": {"status": "passed", "message": "all 11 cases passed"},
     "wrong_no_rescale_of_accumulator.py": {"status": "failed", "message": "elements differ",

@@ -3,7 +3,8 @@ _ALL = ["1 row of 1", "ragged n, float32", "n = 4096, float16", "(batch, seq, n)
         "tiny values (x1e-3), eps 1e-5", "large values (x40), float16", "long rows, bfloat16"]
 _BODY = "may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would not compile)"
 # torch/NumPy inside a @triton.jit body: stopped in CPU mode as a GPU's compiler refuses it (grading/interpreter.py).
-_GPU_REFUSES = {"status": ("error", "failed"), "message": None}
+# The same status in both modes; on a GPU the message is the compiler's (an H100 run, results/h100-known-submissions).
+_GPU_REFUSES = {"status": "error", "message": "raised"}
 EXPECTED = {
     "right_one_kernel.py": {"status": "passed", "message": "all 8 cases passed"},
     # The compiler's kernels compute the answer: torch ops on the inputs are seen (torch.compile runs them eagerly

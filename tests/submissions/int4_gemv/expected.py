@@ -2,7 +2,8 @@
 _CANCEL = "M=2, cancelling halves, K=4096, group 128"
 _BODY = "may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would not compile)"
 # torch/NumPy inside a @triton.jit body: stopped in CPU mode as a GPU's compiler refuses it (grading/interpreter.py).
-_GPU_REFUSES = {"status": ("error", "failed"), "message": None}
+# The same status in both modes; on a GPU the message is the compiler's (an H100 run, results/h100-known-submissions).
+_GPU_REFUSES = {"status": "error", "message": "raised"}
 EXPECTED = {
     "right_group_steps.py": {"status": "passed", "message": "all 7 cases passed"},
     "wrong_accumulate_bf16.py": {"status": "failed", "message": "cases failed", "fails": [_CANCEL]},
