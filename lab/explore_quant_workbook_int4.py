@@ -4,7 +4,8 @@ with the magic-number conversion, no inline PTX) reach 0.9x tinygemm on the less
 parameters alone? Every (BLOCK_N, BLOCK_W, num_warps) below runs beside tinygemm and the shipped defaults in one
 interleaved run per shape (measure.peers, L2 flushed by a read).
 
-  python3 benchmarks/explore_quant_workbook_int4.py      (writes $OUT/explore_quant_workbook_int4.json)
+  python3 lab/explore_quant_workbook_int4.py      (writes $OUT/explore_quant_workbook_int4.json;
+  committed as benchmarks/results/h100-explore-quant-workbook-int4.json)
 """
 import functools
 import json
