@@ -1,4 +1,4 @@
-"""``gpucourse grade EXERCISE SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--gradebook PATH]
+"""``gpucourse grade EXERCISE|WORKBOOK SUBMISSION [SUBMISSION ...] [--json PATH] [--csv PATH] [--gradebook PATH]
 [--student NAME ...] [--replace-gradebook] [--summary PATH] [--leaderboard PATH] [--feedback DIR] [--timeout S]
 [--jobs auto|N]``.
 
@@ -60,6 +60,10 @@ summary (after a batch of several submissions, on stderr; in full beside the gra
 --summary PATH): statuses counted, per case how many failed and the commonest messages (numbers replaced by N),
 flags, timeouts and crashes by student, the leaderboard's top on a GPU. A --student re-grade leaves the class's
 grades-summary.md as it was (--summary PATH writes the re-grade's).
+assignments: name a workbook instead of an exercise (gpucourse grade 05_triton COURSE, or --assignment 05_triton
+COURSE) and each of its exercises is graded in turn from each student's notebook, into one gradebook with a row per
+student: <exercise>_points for each, points their sum, max_points = --points x exercises, the worst status; the other
+outputs are written per exercise, named after it (r.json -> r-vector_add.json).
 leaderboard (--leaderboard board.md or board.html, may be given twice): the passing submissions ranked by their
 measured speed (GPU; ties within the noise shown as =N).
 feedback (--feedback DIR): a page per graded submission to hand back, as nbgrader's feedback/ folder:
@@ -86,8 +90,9 @@ def _parser() -> argparse.ArgumentParser:
                                  "its own isolated process.\nA line per submission goes to stderr as each finishes; "
                                  "the report goes to stdout at the end.", epilog=_exercises_epilog() + EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("exercise", help="exercise id, e.g. vector_add (the list is below)")
-    ap.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+    ap.add_argument("exercise", help="exercise id, e.g. vector_add (the list is below), or a workbook, e.g. "
+                    "05_triton: every exercise in it, one gradebook (see assignments below)")
+    ap.add_argument("submissions", nargs="*", metavar="SUBMISSION",
                     help=".py file or .ipynb notebook defining the exercise's function at top level, or a folder: "
                          "every .py and .ipynb in it and its subfolders, sorted (expected.py, __pycache__ and "
                          "hidden files skipped), or an nbgrader course directory (or its submitted/ folder)")
@@ -215,25 +220,66 @@ def folder_submissions(folder: str) -> list:
     return sorted(found, key=lambda p: os.path.relpath(p, folder).split(os.sep))
 
 
-def main(argv=None) -> int:
-    ap = _parser()
-    try:
-        args = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
-    except SystemExit as exc:  # argparse: --help exits 0, usage errors 2
-        return int(exc.code or 0)
-    from .. import device
-    from .exercise import all_ids, get
+def workbooks() -> dict:
+    """Workbook name (``05_triton``) -> its exercise ids, in the order the solved workbook checks them."""
+    from .exercise import all_ids
+
+    found: dict = {}
+    for ex in all_ids():
+        found.setdefault(gradebook.workbook_of(ex), []).append(ex)
+    found.pop("", None)
+    return {wb: _workbook_order(wb, ids) for wb, ids in sorted(found.items())}
+
+
+def _workbook_order(workbook: str, ids: list) -> list:
+    """``ids`` in the order of their first ``check("<id>"`` in the solved workbook (by name where it is not found)."""
+    import re
+
+    from ..solutions import solution_path
+    from ..workbooks import code_cells
 
     try:
-        ex = get(args.exercise)
-    except KeyError:
-        return _usage_error(f"unknown exercise {args.exercise!r}; known exercises: {', '.join(all_ids())}")
-    if ex.gpu_only and not device.on_gpu():
-        hint = (f" (its CUDA kernels cannot run here; in a notebook, gpucourse.check({ex.id!r}, fn) compile-checks "
-                f"them with nvcc)") if ex.kind == "cuda" else ""
-        return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode{hint}")
-    entries, notes, nbgrader_seen, implied = [], [], False, []
-    for path in args.submissions:
+        text = "\n".join(code_cells(solution_path(workbook)))
+    except Exception:  # an installed package without solutions/: by name
+        text = ""
+    found = {ex: m.start() for ex in ids if (m := re.search(r"check\(\s*[\"']" + re.escape(ex) + r"[\"']", text))}
+    return sorted(ids, key=lambda ex: (found.get(ex, len(text) + 1), ex))
+
+
+def _target(args):
+    """(exercise ids, submissions, workbook or None) from the command line, or an exit status (usage error said):
+    ``EXERCISE SUBMISSION...``; ``WORKBOOK SUBMISSION...`` (every exercise of the workbook); or ``--assignment
+    WORKBOOK SUBMISSION...`` (the assignment folder is named after its workbook)."""
+    from .exercise import all_ids
+
+    ids, books = all_ids(), workbooks()
+    if args.exercise in ids:
+        if not args.submissions:
+            return _usage_error("no SUBMISSION given: name a file, a folder or an nbgrader course directory")
+        return [args.exercise], list(args.submissions), None
+    if args.exercise in books:
+        if not args.submissions:
+            return _usage_error(f"no SUBMISSION given for assignment {args.exercise}: name a folder or an nbgrader "
+                                f"course directory")
+        return books[args.exercise], list(args.submissions), args.exercise
+    if args.assignment in books and os.path.exists(args.exercise):
+        return books[args.assignment], [args.exercise, *args.submissions], args.assignment
+    return _usage_error(f"unknown exercise {args.exercise!r}; known exercises: {', '.join(ids)}; or a workbook, "
+                        f"graded whole: {', '.join(books)}")
+
+
+def _derived(path: str | None, exercise: str, several: bool) -> str | None:
+    """An output's path for one exercise of an assignment: ``grades.json`` -> ``grades-vector_add.json``."""
+    if not path or not several:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}-{exercise}{ext}"
+
+
+def _collect(args, ex, submissions: list, say: bool = True):
+    """(entries, students implied by a student's folder, nbgrader seen) for one exercise, or an exit status."""
+    entries, nbgrader_seen, implied = [], False, []
+    for path in submissions:
         if not os.path.exists(path):
             return _usage_error(f"no such submission: {gradebook.printable(path)}")
         try:
@@ -247,9 +293,10 @@ def main(argv=None) -> int:
                 found = gradebook.select(gradebook.collect_nbgrader(root, ex.id, args.assignment or assignment),
                                          [student])
                 implied.append(student)
-                print(f"gpucourse grade: note: {gradebook.printable(path)} is student {gradebook.printable(student)}"
-                      f" of the nbgrader course {gradebook.printable(os.path.dirname(root))}: graded as --student "
-                      f"{gradebook.printable(student)}", file=sys.stderr)
+                if say:
+                    print(f"gpucourse grade: note: {gradebook.printable(path)} is student {gradebook.printable(student)}"
+                          f" of the nbgrader course {gradebook.printable(os.path.dirname(root))}: graded as --student "
+                          f"{gradebook.printable(student)}", file=sys.stderr)
             elif os.path.isdir(path) and gradebook.nbgrader_root(path):
                 nbgrader_seen = True
                 found = gradebook.collect_nbgrader(gradebook.nbgrader_root(path), ex.id, args.assignment)
@@ -263,23 +310,52 @@ def main(argv=None) -> int:
         except gradebook.LayoutError as exc:
             return _usage_error(str(exc))
         entries += found
-    if args.assignment and not nbgrader_seen:
-        return _usage_error("--assignment names an nbgrader assignment folder, and no SUBMISSION is an nbgrader "
-                            "course directory (one with submitted/<student>/<assignment>/)")
-    if args.student:
-        try:
-            entries = gradebook.select(entries, args.student)
-        except gradebook.LayoutError as exc:
-            return _usage_error(str(exc))
-    partial = bool(args.student or implied)
-    paths = gradebook.to_grade(entries)
-    for e in entries:
-        notes += e.notes
-        if e.path is None:
-            notes.append(f"{gradebook.printable(e.student)}: {e.problem}")
-    for note in notes:
-        print(f"gpucourse grade: note: {note}", file=sys.stderr)
-    if not paths:
+    return entries, implied, nbgrader_seen
+
+
+def main(argv=None) -> int:
+    ap = _parser()
+    try:
+        args = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
+    except SystemExit as exc:  # argparse: --help exits 0, usage errors 2
+        return int(exc.code or 0)
+    from .. import device
+    from .exercise import get
+
+    target = _target(args)
+    if isinstance(target, int):
+        return target
+    ids, submissions, workbook = target
+    exercises = [get(i) for i in ids]
+    for ex in exercises:
+        if ex.gpu_only and not device.on_gpu():
+            hint = (f" (its CUDA kernels cannot run here; in a notebook, gpucourse.check({ex.id!r}, fn) compile-checks "
+                    f"them with nvcc)") if ex.kind == "cuda" else ""
+            return _usage_error(f"exercise {ex.id!r} needs a CUDA GPU; this machine runs in CPU mode{hint}")
+    if args.assignment and workbook and args.exercise != workbook:
+        args.assignment = None  # ``--assignment 05_triton COURSE``: the folder is the workbook's name, found as usual
+    several = workbook is not None
+    batches = []  # [(exercise, entries, paths)]
+    for k, ex in enumerate(exercises):
+        got = _collect(args, ex, submissions, say=k == 0)
+        if isinstance(got, int):
+            return got
+        entries, implied, nbgrader_seen = got
+        if args.assignment and not nbgrader_seen:
+            return _usage_error("--assignment names an nbgrader assignment folder, and no SUBMISSION is an nbgrader "
+                                "course directory (one with submitted/<student>/<assignment>/)")
+        if args.student:
+            try:
+                entries = gradebook.select(entries, args.student)
+            except gradebook.LayoutError as exc:
+                return _usage_error(str(exc))
+        if k == 0:  # the same students and files for every exercise of an assignment: said once
+            for e in entries:
+                for note in e.notes + ([f"{gradebook.printable(e.student)}: {e.problem}"] if e.path is None else []):
+                    print(f"gpucourse grade: note: {note}", file=sys.stderr)
+        partial = bool(args.student or implied)
+        batches.append((ex, entries, gradebook.to_grade(entries)))
+    if not batches[0][2]:
         return _usage_error("nothing to grade: no student has a .py or .ipynb submission (see the notes above)")
     if (args.timeout is not None and args.timeout <= 0) or args.points <= 0:
         return _usage_error("--timeout and --points must be > 0")
@@ -294,14 +370,16 @@ def main(argv=None) -> int:
     if args.replace_gradebook and not args.gradebook:
         return _usage_error("--replace-gradebook: there is no --gradebook to replace")
     existing = None  # said before grading, not after a class's batch has run
+    key, points_total = (workbook, args.points * len(ids)) if several else (ids[0], args.points)
+    columns = gradebook.assignment_columns(ids) if several else gradebook.COLUMNS
     if args.gradebook and os.path.isdir(args.gradebook):
         return _usage_error(f"--gradebook {gradebook.printable(args.gradebook)} is a folder: name the CSV file")
     if args.gradebook and os.path.exists(args.gradebook) and not args.replace_gradebook:
         try:
-            existing = gradebook.read_existing(args.gradebook)
+            existing = gradebook.read_existing(args.gradebook, columns)
         except gradebook.LayoutError as exc:
             return _usage_error(str(exc))
-        refused = gradebook.refusal(existing, entries, ex.id, args.points, partial)
+        refused = gradebook.refusal(existing, batches[0][1], key, points_total, partial)
         if refused:
             return _usage_error(refused)
     try:
@@ -316,36 +394,42 @@ def main(argv=None) -> int:
         how = f"--jobs auto: {why}"
     else:
         jobs, how = args.jobs, f"--jobs {args.jobs}"
-    print(f"gpucourse grade: {ex.id}: {len(paths)} submission{'s' if len(paths) != 1 else ''}, {jobs} at a time "
-          f"({how})", file=sys.stderr, flush=True)
-    if not grading_for_points["for_points"]:
-        print(f"gpucourse grade: not for points: {grading_for_points['why']}", file=sys.stderr, flush=True)
-    report = grader.grade(ex, paths, timeout=args.timeout, jobs=jobs, progress=True, isolation=isolation,
-                          allow_process_isolation=args.allow_process_isolation)
+    if several:
+        print(f"gpucourse grade: assignment {workbook}: {len(ids)} exercises ({', '.join(ids)}), one after the "
+              f"other", file=sys.stderr, flush=True)
+    graded, internal = [], False
+    for ex, entries, paths in batches:
+        print(f"gpucourse grade: {ex.id}: {len(paths)} submission{'s' if len(paths) != 1 else ''}, {jobs} at a "
+              f"time ({how})", file=sys.stderr, flush=True)
+        if not grading_for_points["for_points"]:
+            print(f"gpucourse grade: not for points: {grading_for_points['why']}", file=sys.stderr, flush=True)
+        report = grader.grade(ex, paths, timeout=args.timeout, jobs=jobs, progress=True, isolation=isolation,
+                              allow_process_isolation=args.allow_process_isolation)
+        internal |= _outputs(args, ex, entries, paths, report, several, partial and existing is not None)
+        graded.append((ex.id, entries, report))
+    if args.gradebook:
+        _write_gradebook(args, graded, existing, partial, workbook)
+    return 1 if internal else 0
+
+
+def _outputs(args, ex, entries: list, paths: list, report: dict, several: bool, regrade: bool) -> bool:
+    """One exercise's batch written out (JSON, CSV, leaderboards, feedback; an assignment's under names derived
+    from the ones given) and reported on stdout, with its summary; True when the grader failed on a submission."""
+    out = lambda path: _derived(path, ex.id, several)  # noqa: E731
     if args.json:
-        grader.write_json(report, args.json)
+        grader.write_json(report, out(args.json))
     if args.csv:
-        grader.write_csv(report, args.csv)
-    if args.gradebook and partial and existing is not None:
-        env_path, replaced, added = gradebook.update(existing, entries, report, args.points)
-        kept = len(gradebook.existing_students(existing)) - len(replaced)
-        said = ", ".join(f"{label} {', '.join(map(gradebook.printable, who))}"
-                         for label, who in (("updated", replaced), ("added", added)) if who)
-        print(f"gpucourse grade: gradebook {gradebook.printable(args.gradebook)}: {said}; {kept} other row"
-              f"{'s' if kept != 1 else ''} kept as they were; environment {env_path} (this re-grade in its "
-              f"\"regrades\")", file=sys.stderr)
-    elif args.gradebook:
-        env_path = gradebook.write(entries, report, args.gradebook, args.points)
-        print(f"gpucourse grade: gradebook {args.gradebook} ({len(entries)} students), environment {env_path}",
-              file=sys.stderr)
+        grader.write_csv(report, out(args.csv))
     for page in args.leaderboard:
-        leaderboard.write(report, page, gradebook.names(entries))
-        print(f"gpucourse grade: leaderboard {page}", file=sys.stderr)
+        leaderboard.write(report, out(page), gradebook.names(entries))
+        print(f"gpucourse grade: leaderboard {out(page)}", file=sys.stderr)
     if args.feedback:
         pages = feedback.write(report, entries, args.feedback)
         print(f"gpucourse grade: feedback: {len(pages)} page{'s' if len(pages) != 1 else ''} in "
               f"{gradebook.printable(args.feedback)}, listed in {feedback.INDEX}", file=sys.stderr)
     p = gradebook.printable  # a path or a message may hold control characters: shown, never sent to the terminal
+    if several:
+        print(f"== {ex.id}")
     width = max(len(p(r["submission"])) for r in report["results"])
     for r in report["results"]:
         flags = f"  [flags: {p('; '.join(r['flags']))}]" if r["flags"] else ""
@@ -353,18 +437,38 @@ def main(argv=None) -> int:
     print(f"({report['environment']['fingerprint']}; isolation: {report['isolation']['level']})")
     if not report["standing"]["for_points"]:
         print(f"not for points or ranking: {report['standing']['why']}")
-    _summarize(args, report, entries, partial and existing is not None, len(paths))
-    internal = any("internal grader error" in r["flags"] for r in report["results"])
-    return 1 if internal else 0
+    _summarize(args, report, entries, regrade, len(paths), ex.id, several)
+    return any("internal grader error" in r["flags"] for r in report["results"])
 
 
-def _summarize(args, report: dict, entries: list, regrade: bool, graded: int) -> None:
+def _write_gradebook(args, graded: list, existing, partial: bool, workbook: str | None) -> None:
+    """The gradebook: one exercise's rows, or (an assignment) one row per student with every exercise's points."""
+    ex_id, entries, report = graded[0]
+    book = gradebook.assignment_book(workbook, graded, args.points) if workbook else None
+    if partial and existing is not None:
+        env_path, replaced, added = gradebook.update(existing, entries, report, args.points, book)
+        kept = len(gradebook.existing_students(existing)) - len(replaced)
+        said = ", ".join(f"{label} {', '.join(map(gradebook.printable, who))}"
+                         for label, who in (("updated", replaced), ("added", added)) if who)
+        print(f"gpucourse grade: gradebook {gradebook.printable(args.gradebook)}: {said}; {kept} other row"
+              f"{'s' if kept != 1 else ''} kept as they were; environment {env_path} (this re-grade in its "
+              f"\"regrades\")", file=sys.stderr)
+    else:
+        env_path = gradebook.write(entries, report, args.gradebook, args.points, book)
+        what = f"assignment {workbook}, {len(graded)} exercises" if workbook else ex_id
+        print(f"gpucourse grade: gradebook {args.gradebook} ({what}, {len(entries)} students), environment "
+              f"{env_path}", file=sys.stderr)
+
+
+def _summarize(args, report: dict, entries: list, regrade: bool, graded: int, exercise: str = "",
+               several: bool = False) -> None:
     """The class summary: written to --summary, or beside --gradebook (not for a --student re-grade of an existing
     gradebook: the file there summarises the class, and one student's batch would replace it), and printed short on
     stderr after the report for a batch of several submissions, or wherever a file is written."""
     s = summary.summarize(report, gradebook.names(entries),
                           [(e.student, e.status or "missing", e.problem) for e in entries if e.path is None])
-    path = args.summary or (summary.path_beside(args.gradebook) if args.gradebook and not regrade else None)
+    path = _derived(args.summary or (summary.path_beside(args.gradebook) if args.gradebook and not regrade else None),
+                    exercise, several)
     if path:
         summary.write(s, path)
     if graded > 1 or path:

@@ -257,19 +257,90 @@ def environment_path(gradebook_path: str) -> str:
     return os.path.splitext(gradebook_path)[0] + ".env.json"
 
 
-def write(entries: list, report: dict, path: str, points: float = DEFAULT_POINTS) -> str:
+def write(entries: list, report: dict, path: str, points: float = DEFAULT_POINTS, book: "Book | None" = None) -> str:
     """Write the gradebook CSV to ``path`` (anew: cli.py first checks, with :func:`refusal`, that no row of a
-    gradebook already there is lost) and the batch's environment beside it; returns the environment's path."""
-    table = rows(entries, report, points)
-    _replace_file(path, "".join([_record(COLUMNS, "\r\n")] + [_record(_row_cells(row), "\r\n") for row in table]))
+    gradebook already there is lost) and the batch's environment beside it; returns the environment's path.
+    ``book``: a whole assignment's rows (:func:`assignment_book`) instead of one exercise's."""
+    book = book or Book(report["exercise"], rows(entries, report, points), COLUMNS, _score_text(points))
+    _replace_file(path, "".join([_record(book.columns, "\r\n")] +
+                                [_record(_row_cells(row, book.columns), "\r\n") for row in book.table]))
     env_path = environment_path(path)
     with open(env_path, "w") as f:
-        json.dump({"exercise": report["exercise"], "gradebook": os.path.basename(path), "date": _now(),
+        json.dump({"exercise": book.key, **book.extra, "gradebook": os.path.basename(path), "date": _now(),
                    "environment": report["environment"], "isolation": report["isolation"],
-                   "students": len(table), "statuses": _count([row["status"] for row in table]),
-                   "score": _score_text(points)}, f, indent=2)
+                   "students": len(book.table), "statuses": _count([row["status"] for row in book.table]),
+                   "score": book.score}, f, indent=2)
         f.write("\n")
     return env_path
+
+
+# --- One gradebook for a whole assignment (issue 35, item 4) ---------------------------------------------------------
+#
+# Workbook 05 has three exercises; an instructor grading it wants one row per student with each exercise's points
+# and the total, not three gradebooks merged by hand. The rows are built from each exercise's batch (the students
+# are the same in each: who handed in what depends on the assignment only), and written, refused or updated in place
+# exactly as one exercise's gradebook is.
+
+SEVERITY = ("missing", "ambiguous", "crashed", "timeout", "error", "failed", "passed")  # worst first
+
+
+@dataclasses.dataclass
+class Book:
+    """A gradebook's content: what it is of (an exercise id, or the workbook of an assignment), its rows and columns,
+    the score's description, and extra fields for its .env.json."""
+    key: str
+    table: list
+    columns: list
+    score: str
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+def assignment_columns(exercises: list) -> list:
+    return COLUMNS + [f"{ex}_points" for ex in exercises]
+
+
+def assignment_book(workbook: str, graded: list, points: float = DEFAULT_POINTS) -> Book:
+    """The gradebook of a whole assignment from ``graded`` = [(exercise id, entries, report)] in the workbook's
+    order: per student ``points`` = the sum of the exercises' points out of ``max_points`` = points x exercises, a
+    ``<exercise>_points`` column each, ``status`` the worst of the exercises' (SEVERITY), and a message naming each
+    exercise's status and points, then each one's own message where it did not pass."""
+    exercises = [ex for ex, _, _ in graded]
+    per = [{row["student"]: row for row in rows(entries, report, points)} for _, entries, report in graded]
+    order = list(dict.fromkeys(row["student"] for table in per for row in table.values()))
+    out = []
+    for student in order:
+        mine = [(ex, table.get(student)) for ex, table in zip(exercises, per)]
+        got = [row for _, row in mine if row is not None]
+        scored = [row["points"] for row in got if row["points"] is not None]
+        status = min((row["status"] for row in got), key=lambda s: SEVERITY.index(s) if s in SEVERITY else 0)
+        parts, why = [], []
+        for ex, row in mine:
+            if row is None:
+                parts.append(f"{ex}: not graded")
+                continue
+            parts.append(f"{ex} {row['status']} {_score_cell(row['points'])}/{points:g}")
+            if row["status"] != "passed":
+                why.append(f"{ex}: {row['message']}")
+        first = got[0] if got else {}
+        same = {row["message"] for row in got if row["status"] in ("missing", "ambiguous")}
+        if got and all(row["status"] in ("missing", "ambiguous") for row in got) and len(same) == 1:
+            message = same.pop()  # nothing graded for this student: the reason once, not once per exercise
+        else:
+            message = "; ".join(parts) + (" -- " + " | ".join(why) if why else "")
+        row = {"student": student, "points": round(sum(scored), 2) if scored else None,
+               "max_points": points * len(exercises), "status": status, "message": message,
+               "assignment": first.get("assignment", ""), "submission": first.get("submission", ""),
+               "flags": "; ".join(f"{ex}: {row['flags']}" for ex, row in mine if row and row["flags"])}
+        for ex, r in mine:
+            row[f"{ex}_points"] = None if r is None else r["points"]
+        out.append(row)
+    score = (f"points = the sum over the exercises ({', '.join(exercises)}) of the fraction of cases passed x "
+             f"{points:g}; error, timeout and crashed get 0; missing and ambiguous get none (an empty cell)")
+    return Book(workbook, out, assignment_columns(exercises), score, {"exercises": exercises})
+
+
+def _score_cell(points) -> str:
+    return "-" if points is None else f"{points:g}"
 
 
 # --- Re-grading some students, and never losing a gradebook's rows (issue 35) -------------------------------------
@@ -328,7 +399,7 @@ class Existing:
     environment: dict  # its .env.json, {} where there is none or it cannot be read
 
 
-def read_existing(path: str) -> Existing:
+def read_existing(path: str, columns: list = COLUMNS) -> Existing:
     """The gradebook at ``path``, record by record with each record's raw text (csv reads it, and the lines it
     consumed are kept, so a quoted cell holding a newline stays one record). LayoutError where it is not a gradebook
     this command writes (other columns, a student listed twice): updating it would be a guess."""
@@ -349,15 +420,15 @@ def read_existing(path: str) -> Existing:
         consumed.clear()
         if head is None:
             head = raw
-            if [c.lstrip("\ufeff") for c in cells[:1]] + cells[1:] != COLUMNS:
+            if [c.lstrip("\ufeff") for c in cells[:1]] + cells[1:] != columns:
                 raise LayoutError(f"{printable(path)} exists and is not a gradebook this command writes (its columns "
-                                  f"are {printable(', '.join(cells))[:200]}; a gradebook's are {', '.join(COLUMNS)}):"
+                                  f"are {printable(', '.join(cells))[:200]}; this gradebook's are {', '.join(columns)}):"
                                   f" name another --gradebook file, or pass --replace-gradebook to overwrite it")
             continue
         if not any(cells):
             records.append((None, None, raw))  # a blank line: kept as it is
             continue
-        row = dict(zip(COLUMNS, cells + [""] * (len(COLUMNS) - len(cells))))
+        row = dict(zip(columns, cells + [""] * (len(columns) - len(cells))))
         if row["student"] in students:
             raise LayoutError(f"{printable(path)} lists student {printable(row['student'])} twice: which row to update"
                               f" cannot be told; fix the file, or pass --replace-gradebook to write it anew")
@@ -392,9 +463,9 @@ def refusal(existing: Existing, entries: list, exercise: str, points: float, par
     where = printable(existing.path)
     was = existing.environment.get("exercise")
     if was and was != exercise:
-        return (f"{where} is the gradebook of exercise {printable(was)} ({printable(environment_path(existing.path))}"
-                f" says so), not {exercise}'s: writing this batch there would "
-                f"{'mix two exercises in one gradebook' if partial else 'replace its rows'}; name another "
+        return (f"{where} is the gradebook of {_what(printable(was))} ({printable(environment_path(existing.path))}"
+                f" says so), not of {_what(exercise)}: writing this batch there would "
+                f"{'mix two gradebooks in one' if partial else 'replace its rows'}; name another "
                 f"--gradebook file, or pass --replace-gradebook to overwrite it")
     if partial:
         other = sorted(m for m in existing.max_points if m != f"{points:g}")
@@ -413,9 +484,14 @@ def refusal(existing: Existing, entries: list, exercise: str, points: float, par
     return None
 
 
-def _row_cells(row: dict) -> list:
-    return [("" if row[c] is None else f"{row[c]:g}") if c in ("points", "max_points") else csv_cell(row[c])
-            for c in COLUMNS]
+def _what(key: str) -> str:
+    """"exercise vector_add" or "assignment 05_triton" (a workbook's name starts with its two-digit number)."""
+    return f"assignment {key}" if key[:2].isdigit() and key[2:3] == "_" else f"exercise {key}"
+
+
+def _row_cells(row: dict, columns: list = COLUMNS) -> list:
+    return [("" if row[c] is None else f"{row[c]:g}") if c in ("points", "max_points") or c.endswith("_points")
+            else csv_cell(row[c]) for c in columns]
 
 
 def _record(cells: list, newline: str) -> str:
@@ -436,21 +512,23 @@ def _replace_file(path: str, text: str) -> None:
             os.remove(tmp)
 
 
-def update(existing: Existing, entries: list, report: dict, points: float = DEFAULT_POINTS) -> tuple:
+def update(existing: Existing, entries: list, report: dict, points: float = DEFAULT_POINTS,
+           book: Book | None = None) -> tuple:
     """Write the rows of ``entries`` (a re-graded subset) into ``existing`` in place: a student's row is replaced
     where it is, a student the gradebook lacks is appended, every other record is written back as it was read
     (byte for byte). The .env.json keeps the first batch's environment and adds this re-grade (students, date,
     environment, isolation) to its ``regrades``, with the counts recomputed. Returns (environment path,
-    [students replaced], [students added])."""
+    [students replaced], [students added]). ``book``: a whole assignment's rows (:func:`assignment_book`)."""
+    book = book or Book(report["exercise"], rows(entries, report, points), COLUMNS, _score_text(points))
     fresh = {}
-    for row in rows(entries, report, points):
+    for row in book.table:
         fresh[csv_cell(row["student"])] = row
     out, replaced, statuses = [existing.head], [], []
     for student, status, raw in existing.records:
         if student in fresh:
             row = fresh.pop(student)
             ending = existing.newline if raw.endswith(("\n", "\r")) else ""
-            out.append(_record(_row_cells(row), existing.newline)[:-len(existing.newline)] + ending)
+            out.append(_record(_row_cells(row, book.columns), existing.newline)[:-len(existing.newline)] + ending)
             replaced.append(student)
             statuses.append(row["status"])
         else:
@@ -460,12 +538,13 @@ def update(existing: Existing, entries: list, report: dict, points: float = DEFA
     if fresh and out[-1] and not out[-1].endswith(("\n", "\r")):
         out[-1] += existing.newline  # a last record without a newline: the appended rows start on their own line
     for student, row in fresh.items():
-        out.append(_record(_row_cells(row), existing.newline))
+        out.append(_record(_row_cells(row, book.columns), existing.newline))
         statuses.append(row["status"])
     _replace_file(existing.path, "".join(out))
-    env = dict(existing.environment) or {"exercise": report["exercise"], "gradebook": os.path.basename(existing.path),
+    env = dict(existing.environment) or {"exercise": book.key, **book.extra,
+                                         "gradebook": os.path.basename(existing.path),
                                          "environment": report["environment"], "isolation": report["isolation"],
-                                         "score": _score_text(points)}
+                                         "score": book.score}
     env.setdefault("regrades", []).append({
         "date": _now(), "students": [e.student for e in entries], "environment": report["environment"],
         "isolation": report["isolation"]})
