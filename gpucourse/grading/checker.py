@@ -127,28 +127,35 @@ def make_case(ex, case, seed: int, index: int) -> tuple:
     case = drawn_case(case, seed, index)
     gen = torch.Generator().manual_seed(case_seed(seed, index))
     raw = ex.make_inputs(case.params, gen)
-    args = [guards.guarded(a) if isinstance(a, torch.Tensor) else {"value": a} for a in raw]
+    keep = getattr(ex, "keep_alignment", False)
+    args = [guards.guarded(a, keep_alignment=keep) if isinstance(a, torch.Tensor) else
+            ({"value": a, "keep_alignment": True} if keep else {"value": a}) for a in raw]
     private = [guards.view_of(a).clone() if "buffer" in a else a["value"] for a in args]
     expected = ex.reference(*private)
     return args, expected
 
 
-def _clone_value(value):
-    """A list/tuple argument (e.g. sum_many's list of tensors) with each tensor in it cloned."""
+def _clone_value(value, keep_alignment: bool = False):
+    """A list/tuple argument (e.g. sum_many's list of tensors) with each tensor in it cloned (``keep_alignment``: at
+    the same offset from an aligned boundary, guards.placed_like)."""
+    copy = guards.placed_like if keep_alignment else torch.Tensor.clone
     if isinstance(value, (list, tuple)):
-        return type(value)(v.clone() if isinstance(v, torch.Tensor) else v for v in value)
+        return type(value)(copy(v) if isinstance(v, torch.Tensor) else v for v in value)
     return value
 
 
 def clone_args(args: list) -> list:
     """Independent copies of ``args`` (a call that modifies its inputs in place cannot reach the copies)."""
-    return [dict(a, buffer=a["buffer"].clone()) if "buffer" in a else dict(a, value=_clone_value(a["value"]))
-            for a in args]
+    return [dict(a, buffer=a["buffer"].clone()) if "buffer" in a else
+            dict(a, value=_clone_value(a["value"], a.get("keep_alignment") is True)) for a in args]
 
 
-def _value_to(value, dev):
-    """A list/tuple of tensors (e.g. sum_many's argument) is copied to ``dev`` element by element."""
+def _value_to(value, dev, keep_alignment: bool = False):
+    """A list/tuple of tensors (e.g. sum_many's argument) is copied to ``dev`` element by element (``keep_alignment``:
+    each at the same offset from an aligned boundary as it had, guards.placed_like)."""
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        if keep_alignment:
+            return type(value)(guards.placed_like(v, dev) for v in value)
         return type(value)(v.to(dev, copy=True) for v in value)
     return value
 
@@ -156,7 +163,7 @@ def _value_to(value, dev):
 def to_device(args: list, dev) -> list:
     """Copies on ``dev`` (always copies, so the pristine buffers stay untouched by the learner's call)."""
     return [dict(a, buffer=a["buffer"].to(dev, copy=True)) if "buffer" in a else
-            dict(a, value=_value_to(a["value"], dev)) for a in args]
+            dict(a, value=_value_to(a["value"], dev, a.get("keep_alignment") is True)) for a in args]
 
 
 def call_values(args: list) -> list:

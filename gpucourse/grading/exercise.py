@@ -205,6 +205,10 @@ class Exercise:
     # Kind "cuda": (cpp, functions) as the workbook's build() declares them. The batch grader compiles that pybind11
     # module once (cuda_build.prepare_binding) and a submission declaring the same links it instead of compiling it.
     cuda_binding: tuple = ()
+    # Inputs keep their place relative to a 16-byte (up to 256-byte) boundary: make_inputs may return views such as
+    # x[1:] and the kernel then sees a pointer 4 bytes past one (guards.lead), in lists of tensors too. Off by default:
+    # every input then starts on a fresh, aligned boundary.
+    keep_alignment: bool = False
     tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
     # hints(params, args, expected, out) -> list of str: the exercise's own hints for a case whose output has wrong
     # values (params: the case's drawn parameters; args: the pristine inputs; out: the output, on the CPU), shown

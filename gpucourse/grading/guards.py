@@ -91,8 +91,32 @@ def span(shape, stride) -> int:
     return 1 + sum((s - 1) * st for s, st in zip(shape, stride))
 
 
-def guarded(t: torch.Tensor, guard: int = GUARD) -> dict:
-    """A copy of ``t`` with the same shape and strides, inside a buffer with canaries around and between elements."""
+ALIGN_BYTES = 256  # the CUDA caching allocator's blocks start on a 512-byte boundary; 256 covers every vector load
+
+
+def lead(t: torch.Tensor) -> int:
+    """Elements from the last ALIGN_BYTES boundary of ``t``'s storage to its first element, assuming the storage
+    starts on one (fresh allocations do): 0 for a fresh tensor, 1 for ``x[1:]`` of a fresh float32 ``x``."""
+    return t.storage_offset() % max(1, ALIGN_BYTES // t.element_size())
+
+
+def placed_like(t: torch.Tensor, device=None) -> torch.Tensor:
+    """A copy of ``t`` (on ``device``, default its own) in fresh storage, at the same ``lead``: ``x[1:]`` stays 4 bytes
+    past a 16-byte boundary. Opt-in (``Exercise.keep_alignment``) for list arguments, which get no canaries."""
+    if any(st < 0 for st in t.stride()):
+        return t.to(device or t.device, copy=True)
+    pad = lead(t)
+    buf = torch.empty(pad + span(t.shape, t.stride()), dtype=t.dtype, device=device or t.device)
+    view = buf.as_strided(t.shape, t.stride(), pad)
+    view.copy_(t)
+    return view
+
+
+def guarded(t: torch.Tensor, guard: int = GUARD, keep_alignment: bool = False) -> dict:
+    """A copy of ``t`` with the same shape and strides, inside a buffer with canaries around and between elements.
+    ``keep_alignment`` (opt-in, ``Exercise.keep_alignment``): the view starts ``lead(t)`` elements past the guard
+    band, so a view that was not 16-byte aligned stays so on the device (by default every input starts at ``guard``,
+    which is aligned)."""
     if any(st < 0 for st in t.stride()):
         return {"buffer": t.contiguous().clone(), "shape": tuple(t.shape), "stride": tuple(t.contiguous().stride()),
                 "offset": 0}
@@ -101,10 +125,11 @@ def guarded(t: torch.Tensor, guard: int = GUARD) -> dict:
         buf.as_strided(t.shape, t.stride(), 0).copy_(t)
         return {"buffer": buf, "shape": tuple(t.shape), "stride": tuple(t.stride()), "offset": 0}
     n = span(t.shape, t.stride())
-    buf = canary_(torch.empty(guard + n + guard, dtype=t.dtype, device=t.device))
-    view = buf.as_strided(t.shape, t.stride(), guard)
+    pad = lead(t) if keep_alignment else 0
+    buf = canary_(torch.empty(guard + pad + n + guard, dtype=t.dtype, device=t.device))
+    view = buf.as_strided(t.shape, t.stride(), guard + pad)
     view.copy_(t)
-    return {"buffer": buf, "shape": tuple(t.shape), "stride": tuple(t.stride()), "offset": guard}
+    return {"buffer": buf, "shape": tuple(t.shape), "stride": tuple(t.stride()), "offset": guard + pad}
 
 
 def view_of(arg: dict, buffer: torch.Tensor | None = None) -> torch.Tensor:

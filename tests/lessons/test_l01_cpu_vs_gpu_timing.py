@@ -191,6 +191,36 @@ def test_timing_bugs_right_and_wrong():
     assert _verdict("timing_bugs", lambda: ["no_sync"])["status"] == "failed"
 
 
+def test_timing_bugs_snippets_are_not_the_lessons_rows():
+    """Review N9: the lesson's timing-pairs rows label their mistakes; the snippets must not be those rows again
+    (same ops and sizes), and snippet C must hide its launches (review N7: launch-bound, it would not be L2)."""
+    from gpucourse.lessons.l01_cpu_vs_gpu_timing.exercises import timing_bugs as tb
+
+    lesson_rows = ("x @ x", "torch.relu(x) * 2", "x * 2", "torch.randn(2**21", "torch.randn(2**24",
+                   "torch.randn(4096, 4096, device=\"cuda\")\nt0")
+    for name, code in tb.SNIPPETS.items():
+        for row in lesson_rows:
+            assert row not in code, (name, row)
+    assert "torch.cuda._sleep(" in tb.SNIPPETS["C"]
+    c = tb.SNIPPETS["C"]
+    assert c.index("_sleep(") < c.index("start.record()") < c.index("range(200)"), "the sleep must come first"
+    assert "idle" in tb.BUGS["clock_rampup"] and "too fast" in tb.BUGS["clock_rampup"]  # N22: not just "low clocks"
+
+
+def test_crossover_reports_the_moved_data_case_in_gpu_mode_only():
+    import gpucourse
+    from gpucourse.lessons.l01_cpu_vs_gpu_timing import measure
+
+    r = measure.crossover("matmul", sizes=[16, 32])
+    assert len(r["cpu_1thread_ms"]) == 2 and r["threads"] >= 1
+    if gpucourse.on_gpu():
+        assert set(r["moved_ms"]) == {"pageable", "pinned"} and set(r["moved_crossover"]) == {"pageable", "pinned"}
+    else:
+        assert r["moved_ms"] is None and r["moved_crossover"] is None
+    assert measure._first_win([1, 2, 3], [5, 1, 1], [2, 2, 2]) == 2
+    assert measure._first_win([1, 2], [5, 5], [2, 2]) is None
+
+
 # --- benchmarks and measurements ------------------------------------------------------------------------------------
 
 

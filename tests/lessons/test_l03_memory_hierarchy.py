@@ -70,7 +70,8 @@ def test_wrong_bound_and_missing_op_fail_naming_the_op(ns):
 def test_units_slip_is_one_line_not_one_per_op(ns, slip):
     def wrong(ops, ceilings):
         if slip == "ratio /1000":
-            ceilings = dict(ceilings, tflops=ceilings["tflops"] / 1e3)
+            ceilings = dict(ceilings, tensor_tflops=ceilings["tensor_tflops"] / 1e3,
+                            cuda_tflops=ceilings["cuda_tflops"] / 1e3)
         out = ns["roofline_classify"](ops, ceilings)
         if slip.startswith("intensity"):
             f = 1e3 if slip == "intensity x1000" else 1e-6
@@ -79,15 +80,48 @@ def test_units_slip_is_one_line_not_one_per_op(ns, slip):
 
     result = gpucourse.check("roofline_classify", wrong, quiet=True)
     assert result.status == "failed"
-    want = {"intensity x1000": "every intensity is 1000x the right value (all 7 ops)",
-            "intensity /1e6": "every intensity is 1/1e6 of the right value (all 7 ops)",
-            "ratio /1000": "every bound is what an ops:byte ratio 1/1000 of the device's gives"}[slip]
-    told = [c for c in result.cases if any(want in p for p in c.problems)]
-    assert all(len(c.problems) == 1 for c in told), [c.problems for c in told]
-    if slip == "ratio /1000":  # a T4's ratio / 1000 is below every intensity: all "compute", no factor to name
-        assert told and told[0].name.startswith("this device") and len(result.cases[1].problems) > 1
-    else:
-        assert len(told) == len(result.cases)
+    want = {"intensity x1000": "every intensity is 1000x the right value (all 8 ops)",
+            "intensity /1e6": "every intensity is 1/1e6 of the right value (all 8 ops)",
+            # all "compute" (the usual draw) or, where the float32 "add" falls under a ridge / 1000 (an L4), mixed
+            "ratio /1000": "1/1000 of the device's"}[slip]
+    assert all(len(c.problems) == 1 and want in c.problems[0] for c in result.cases), \
+        [c.problems for c in result.cases]
+
+
+@pytest.mark.parametrize("unit", ["tensor cores", "CUDA cores"])
+def test_single_ridge_fails_on_the_op_between_the_ridges(ns, unit):
+    """Review N8: one ops:byte ratio for every op (either unit's) fails, in one line naming the op it gets wrong."""
+    def wrong(ops, ceilings):
+        key = "tensor_tflops" if unit == "tensor cores" else "cuda_tflops"
+        return ns["roofline_classify"](ops, dict(ceilings, tensor_tflops=ceilings[key], cuda_tflops=ceilings[key]))
+
+    result = gpucourse.check("roofline_classify", wrong, quiet=True)
+    assert result.status == "failed"
+    op = "gemm_fp32" if unit == "tensor cores" else "gemm_skinny"
+    for case in result.cases:
+        assert len(case.problems) == 1, case.problems
+        assert f"every bound is what the {unit}' ridge" in case.problems[0]
+        assert case.problems[0].endswith(f"wrong here: {op}"), case.problems[0]
+
+
+def test_classify_draws_ops_between_the_two_ridges():
+    import torch
+
+    from gpucourse.lessons.l03_memory_hierarchy.exercises import roofline_classify as rc
+
+    for case in get("roofline_classify").cases:
+        for seed in range(5):
+            ops, ceilings = rc.make_inputs(case.params, torch.Generator().manual_seed(seed))
+            r = rc.ridges(ceilings)
+            assert r["CUDA cores"] < r["tensor cores"] / 2
+            got = rc.reference(ops, ceilings)
+            for name, unit, bound in (("gemm_fp32", "CUDA cores", "compute"),
+                                      ("gemm_skinny", "tensor cores", "memory")):
+                assert ops[name]["unit"] == unit
+                assert r["CUDA cores"] < got[name][0] < r["tensor cores"] and got[name][1] == bound
+            for name, d in ops.items():  # each op's unit is the one the course's roofline puts it on
+                op = R.from_dict(d, name=name)
+                assert (d["unit"] == "tensor cores") == R.on_tensor_cores(op), name
 
 
 def test_units_line_needs_every_op_off_by_the_same_power_of_1000(ns):
@@ -103,11 +137,20 @@ def test_units_line_needs_every_op_off_by_the_same_power_of_1000(ns):
     assert compare_answers(expected, {"a": (0.05, "memory"), "c": (5.0, "compute"), "b": (500.0, "compute")},
                            100.0) == [
         "your intensities are right, but every bound is what an ops:byte ratio 1/1000 of the device's gives (0.1 "
-        "instead of 100 flop/B): check its units -- tflops is in 1e12 flop/s and gbps in 1e9 B/s, so the ratio is "
-        "tflops * 1e12 / (gbps * 1e9)"]
+        "instead of 100 flop/B): check its units -- the rates are in 1e12 flop/s and gbps in 1e9 B/s, so a ratio is "
+        "rate * 1e12 / (gbps * 1e9)"]
     all_memory = compare_answers(expected, {"a": (0.05, "memory"), "c": (5.0, "memory"), "b": (500.0, "memory")},
                                  100.0)  # fits any ratio above 500: no factor to name
     assert all_memory == ["op 'b': bound expected 'compute', got 'memory'"]
+    ratios = {"tensor cores": 300.0, "CUDA cores": 20.0}
+    units = {"a": "CUDA cores", "b": "tensor cores", "c": "CUDA cores"}
+    expected = {"a": (50.0, "compute"), "b": (100.0, "memory"), "c": (0.1, "memory")}
+    assert compare_answers(expected, {"a": (50.0, "compute"), "b": (100.0, "memory"), "c": (0.1, "compute")},
+                           ratios, units) == [
+        "op 'c': bound expected 'memory', got 'compute' (it runs on the CUDA cores: ridge 20 flop/B)"]
+    single = compare_answers(expected, {"a": (50.0, "memory"), "b": (100.0, "memory"), "c": (0.1, "memory")},
+                             ratios, units)  # the tensor cores' ridge for every op
+    assert len(single) == 1 and "the tensor cores' ridge (300 flop/B)" in single[0] and single[0].endswith(": a")
 
 
 def test_classify_not_a_dict_and_not_implemented():

@@ -164,6 +164,40 @@ def test_to_device_copies_lists_of_tensors():
     assert checker.to_device([{"value": 3}], "cpu")[0]["value"] == 3
 
 
+def test_misaligned_views_reach_the_kernel_misaligned():
+    """Issue N11: the lesson teaches that x[1:] is 4 bytes past a 16-byte boundary; the checker's inputs keep that
+    on the device (guards.lead, Exercise.keep_alignment), through the copies for the determinism run and the worker's
+    message, for block_sum's offset cases and for sum_many's list mixing aligned and misaligned views. Other
+    exercises keep the default: every input starts at the aligned guard offset."""
+    from gpucourse.grading import guards, protocol
+
+    dev = gpucourse.torch_device()
+    bs, sm = get("block_sum"), get("sum_many")
+    assert bs.keep_alignment and sm.keep_alignment and not get("vector_add").keep_alignment
+    seen = set()
+    for index, case in enumerate(bs.cases):
+        args, expected = checker.make_case(bs, case, 1, index)
+        sent = protocol.decode(protocol.encode({"args": args})[protocol.HEADER.size:])["args"]  # what the batch grader's worker gets
+        for a in (args, sent):
+            for copy in (checker.to_device(a, dev), checker.to_device(checker.clone_args(a), dev)):
+                (x,) = checker.call_values(copy)
+                assert x.data_ptr() % 16 == 4 * case.params.get("offset", 0), case.name
+                assert torch.allclose(bs.reference(x.cpu()), expected)
+        seen.add(case.params.get("offset", 0))
+    assert seen == {0, 1, 2, 3}
+    case = sm.case("views at 0-3 floats past a 16-byte boundary, mixed")
+    args, expected = checker.make_case(sm, case, 1, 0)
+    sent = protocol.decode(protocol.encode({"args": args})[protocol.HEADER.size:])["args"]
+    for copy in (checker.to_device(args, dev), checker.to_device(checker.clone_args(args), dev),
+                 checker.to_device(sent, dev)):
+        (ts,) = checker.call_values(copy)
+        assert [t.data_ptr() % 16 for t in ts] == [4 * (k % 4) for k in range(len(ts))]
+        assert torch.allclose(sm.reference([t.cpu() for t in ts]), expected)
+    # the default placement: a view's offset is dropped, as before
+    (x,) = checker.call_values(checker.to_device([guards.guarded(torch.arange(9.0)[1:])], dev))
+    assert x.data_ptr() % 16 == 0
+
+
 def test_launch_counter_ignores_copies_and_fills():
     assert launches.is_counted_kernel("sum_many_kernel(long long const*, int, float*)")
     assert launches.is_counted_kernel("void at::native::reduce_kernel<512, 1>(...)")

@@ -332,3 +332,36 @@ def test_the_lesson_registers_its_off_shape_and_fused_epilogue_benchmarks():
 
     assert bench.SOFTMAX_SHAPES == [(65536, 128, "bfloat16"), (32768, 1000, "float16"), (1, 100000, "float32")]
     assert bench.MATMUL_SHAPES == [(1000, 1000, 1000), (16, 8192, 8192)]
+
+
+def test_fused_epilogue_rounds_rotate_the_order_and_keep_every_round():
+    """The fused-epilogue benchmark (review N1) times every contender once per round, each round in a different
+    order, and reports each contender's rounds (median and spread come from them)."""
+    from types import SimpleNamespace
+
+    from gpucourse.lessons.l05_triton import bench
+
+    calls = []
+
+    def timer(fn, name, **kw):
+        calls.append(name)
+        return SimpleNamespace(median_ms=float(len(calls)))
+
+    fns = {"a": None, "b": None, "c": None}
+    r = bench.rotated_rounds(fns, 3, timer=timer)
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert r["a"].medians_ms == [1.0, 6.0, 8.0] and r["a"].median_ms == 6.0
+    firsts = [calls[i] for i in (0, 3, 6)]
+    assert sorted(firsts) == ["a", "b", "c"]
+    with pytest.raises(ValueError):
+        bench.rotated_rounds(fns, 0, timer=timer)
+    assert bench.ROUNDS >= 3
+
+
+def test_kernel_names_are_shortened_to_what_the_prose_can_quote():
+    from gpucourse.lessons.l05_triton.bench import _short_kernel_name
+
+    assert _short_kernel_name("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+                              "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)"
+                              ) == "at::native::cunn_SoftMaxForward"
+    assert _short_kernel_name("triton_per_fused__softmax_0") == "triton_per_fused__softmax_0"

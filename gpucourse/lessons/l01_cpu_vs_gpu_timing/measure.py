@@ -31,22 +31,64 @@ def default_sizes(op: str) -> list:
     return [4**k for k in range(4, 13 if device.on_gpu() else 10)]  # 256 .. 16M elements (CPU mode: .. 256K)
 
 
+def _make_moved_op(op: str, n: int, pinned: bool):
+    """The op for data that starts on the CPU (GPU only): copy the inputs host to device, run the op on the GPU, copy
+    the result back, and wait for it. ``pinned``: the host tensors are page-locked (the copies then run at the link's
+    rate and may be asynchronous); otherwise pageable, what ``torch.randn`` gives a learner."""
+    shape = (n, n) if op == "matmul" else (n,)
+    a, b = torch.randn(*shape), torch.randn(*shape)
+    out = torch.empty(*shape)
+    if pinned:
+        a, b, out = a.pin_memory(), b.pin_memory(), out.pin_memory()
+    f = (lambda u, v: u @ v) if op == "matmul" else (lambda u, v: u + v)
+
+    def moved():
+        r = f(a.to("cuda", non_blocking=pinned), b.to("cuda", non_blocking=pinned))
+        out.copy_(r, non_blocking=pinned)
+        torch.cuda.synchronize()  # the result is on the CPU only once the copy has finished
+        return out
+
+    return moved
+
+
+def _first_win(sizes, faster, slower):
+    """The smallest size from which ``faster`` beats ``slower`` at every larger size, or None."""
+    for i in range(len(sizes)):
+        if all(g < c for g, c in zip(faster[i:], slower[i:])):
+            return sizes[i]
+    return None
+
+
 def crossover(op: str = "matmul", sizes=None) -> dict:
     """Median time of ``op`` on the CPU and (GPU mode) on the GPU at each size, fp32, and the smallest size from
-    which the GPU is faster at every larger size (None in CPU mode, or if it never wins)."""
+    which the GPU is faster at every larger size (None in CPU mode, or if it never wins). For the matmul also
+    ``cpu_1thread_ms``: the CPU time with ``torch.set_num_threads(1)`` (``threads``: the default it is compared with).
+
+    Two GPU cases (GPU mode only): ``gpu_ms``, the data already on the GPU (the op alone, CUDA events, no flush);
+    ``moved_ms``, the data starting on the CPU (``"pageable"`` and ``"pinned"`` host tensors: copy both inputs in, the
+    op, copy the result back, synchronised, host clock), each with its own crossover in ``moved_crossover``."""
     sizes = list(sizes or default_sizes(op))
     cpu_ms, gpu_ms = [], []
+    moved = {"pageable": [], "pinned": []}
+    cpu_1t_ms = []
     for n in sizes:
         cpu_ms.append(host_ms(_make_op(op, n, "cpu")))
+        if op == "matmul":  # the same point on one CPU thread: shows what torch's intra-op thread pool adds
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                cpu_1t_ms.append(host_ms(_make_op(op, n, "cpu")))
+            finally:
+                torch.set_num_threads(threads)
         if device.on_gpu():
             gpu_ms.append(bench(_make_op(op, n, "cuda"), rep_ms=30, flush_l2=False).median_ms)
-    cross = None
-    if gpu_ms:
-        for i in range(len(sizes)):
-            if all(g < c for g, c in zip(gpu_ms[i:], cpu_ms[i:])):
-                cross = sizes[i]
-                break
-    return {"op": op, "sizes": sizes, "cpu_ms": cpu_ms, "gpu_ms": gpu_ms or None, "crossover": cross,
+            for kind in moved:
+                moved[kind].append(host_ms(_make_moved_op(op, n, pinned=kind == "pinned"), rep_ms=30))
+    cross = _first_win(sizes, gpu_ms, cpu_ms) if gpu_ms else None
+    moved_ms = moved if gpu_ms else None
+    moved_cross = {k: _first_win(sizes, v, cpu_ms) for k, v in moved.items()} if gpu_ms else None
+    return {"op": op, "sizes": sizes, "cpu_ms": cpu_ms, "cpu_1thread_ms": cpu_1t_ms or None,
+            "threads": torch.get_num_threads(), "gpu_ms": gpu_ms or None, "crossover": cross, "moved_ms": moved_ms, "moved_crossover": moved_cross,
             "unit": "matrix side n (n x n fp32)" if op == "matmul" else "elements (fp32)"}
 
 
@@ -60,10 +102,15 @@ def plot_crossover(results: list, ax=None):
     for a, r in zip(ax, results):
         a.plot(r["sizes"], r["cpu_ms"], marker="o", label="CPU")
         if r["gpu_ms"]:
-            a.plot(r["sizes"], r["gpu_ms"], marker="o", label="GPU")
+            a.plot(r["sizes"], r["gpu_ms"], marker="o", label="GPU, data already there")
+        for kind, ms in (r.get("moved_ms") or {}).items():
+            a.plot(r["sizes"], ms, marker=".", linestyle=":", label=f"GPU, data from CPU ({kind})")
         if r["crossover"]:
             a.axvline(r["crossover"], color="gray", linestyle="--")
             a.annotate(f"GPU wins from {r['crossover']:,}", (r["crossover"], max(r["cpu_ms"])), color="gray")
+        for kind, c in (r.get("moved_crossover") or {}).items():
+            if c:
+                a.axvline(c, color="gray", linestyle=":")
         a.set_xscale("log", base=2)
         a.set_yscale("log")
         a.set_xlabel(r["unit"])

@@ -101,7 +101,8 @@ def _kernel_times(fn) -> tuple:
 def launch_overhead(n_kernels: int = 200, with_compile: bool = True) -> dict:
     """µs per kernel for ``n_kernels`` tiny in-place adds: launched one by one (eager) vs replayed as one CUDA graph;
     the same for an empty kernel (``torch.cuda._sleep(0)``: the least a launch can cost, host and GPU); where the
-    time goes (the host's time to queue one add, the GPU's kernel duration and gap between kernels in the replay);
+    time goes (the host's time to queue one add, a median of 20 repeats as the eager total is, the GPU's kernel
+    duration and gap between kernels in the replay);
     and ``torch.compile`` of the same adds written as a function, default and ``mode="reduce-overhead"``, with the
     kernels each runs per call."""
     device.require_gpu("launch_overhead")
@@ -126,12 +127,16 @@ def launch_overhead(n_kernels: int = 200, with_compile: bool = True) -> dict:
         out[f"{label}graph_us_per_kernel"] = 1e3 * graph_ms / n_kernels
         kernel_us, gap_us, count = _kernel_times(replay)
         out[f"{label}graph_kernel_us"], out[f"{label}graph_gap_us"] = kernel_us, gap_us
-        # The host's own cost of queuing them: timed while the GPU is held by a long kernel, so no launch waits.
-        sleep_kernel(20.0)
-        t0 = time.perf_counter()
-        fn()
-        out[f"{label}eager_host_us_per_kernel"] = (time.perf_counter() - t0) * 1e6 / n_kernels
-        torch.cuda.synchronize()
+        # The host's own cost of queuing them: timed while the GPU is held by a long kernel, so no launch waits;
+        # a median over as many repeats as the eager total above.
+        host_us = []
+        for _ in range(20):
+            sleep_kernel(20.0)
+            t0 = time.perf_counter()
+            fn()
+            host_us.append((time.perf_counter() - t0) * 1e6 / n_kernels)
+            torch.cuda.synchronize()
+        out[f"{label}eager_host_us_per_kernel"] = statistics.median(host_us)
     out["graph_speedup"] = out["eager_us_per_kernel"] / out["graph_us_per_kernel"]
     out["empty_graph_speedup"] = out["empty_eager_us_per_kernel"] / out["empty_graph_us_per_kernel"]
     if with_compile:

@@ -161,18 +161,78 @@ def access_patterns(n: int = 2**23, src_len: int = 2**28, cases=ACCESS_CASES, be
 FMA_N, FMA_ITERS, SIN_K = 2**22, 256, 64
 
 
+class SMClockSampler:
+    """Reads the SM clock (``nvidia-smi --query-gpu=clocks.sm``) on a background thread, as often as nvidia-smi
+    answers (tens of ms a call), while the GPU works: ``mark(label)`` starts a new phase, ``phases()`` gives each
+    phase's readings in MHz. Best effort: without nvidia-smi, or where it fails, every phase is empty. Reading the
+    clock costs host time only; the GPU's work is not paused for it."""
+
+    def __init__(self):
+        import threading
+
+        self._samples, self._phase, self._stop, self._started = [], None, threading.Event(), False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._id = None
+        try:
+            import torch
+
+            uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+            self._id = f"GPU-{uuid}" if uuid is not None else str(torch.cuda.current_device())
+        except Exception:  # noqa: BLE001 -- best effort: no clock readings
+            self._id = None
+
+    def _read(self) -> float | None:
+        from gpucourse import nvidia_smi
+
+        if self._id is None:
+            return None
+        text = nvidia_smi.run.__wrapped__("--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", self._id)
+        try:
+            return float(text.strip().splitlines()[0])
+        except (AttributeError, IndexError, ValueError):
+            return None
+
+    def _run(self):
+        while not self._stop.is_set():
+            phase, mhz = self._phase, self._read()
+            if mhz is None:
+                return
+            if phase is not None and phase == self._phase:  # a reading that straddles a mark is dropped
+                self._samples.append((phase, mhz))
+
+    def mark(self, label: str):
+        self._phase = label
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def stop(self):
+        self._phase = None
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def phases(self) -> dict:
+        out = {}
+        for phase, mhz in self._samples:
+            out.setdefault(phase, []).append(mhz)
+        return out
+
+
 def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> tuple:
     """Measure the three ceilings the roofline uses and return ``(Ceilings, details)``. GPU only.
 
     Memory: a 1 GiB float32 copy (``copy_``, 2 GiB moved), L2 flushed by a read. Math, with lesson 05's interleaved
     protocol (``gpucourse.timing.interleaved``): after one second of settling, ``rounds`` rounds each time a bf16
-    8192^3 matmul (tensor cores; fp16 on a GPU without bf16 ones, a T4: :func:`matmul_dtype`), a chain of fp32 FMAs (CUDA cores; ``compute.fma_chain``) and a chain of ``sin``
-    over the same elements (``compute.sin_chain``), each over ``rep_ms``, with L2 flushed by a read before each
-    repeat, as :func:`roofline_points` times its operations (timed back to back instead, the matmul ran about 11%
-    slower on the course's H100: ``benchmarks/results/h100-explore-memory03.json``, 675 against 761 TFLOP/s; our
-    reading: the flush's short pauses let the clocks stay higher under the power cap). The ceilings are the medians
+    8192^3 matmul (tensor cores; fp16 on a GPU without bf16 ones, a T4: :func:`matmul_dtype`), a chain of fp32 FMAs
+    (CUDA cores; ``compute.fma_chain``) and a chain of ``sin`` over the same elements (``compute.sin_chain``), each
+    over ``rep_ms``, with L2 flushed by a read before each repeat, as :func:`roofline_points` times its operations.
+    (On the course's H100 the first round, right after the back-to-back settle, ran at 606.5 TFLOP/s with the SM clock
+    at a median 1,470 MHz during the settle, the flush-paused rounds at 774.0-785.9 with 1,965 MHz: results/h100.json,
+    memory03_roofline; our reading: the flush's short pauses let the clocks stay higher under the power cap.) The
+    ceilings are the medians
     of the rounds' medians; ``details`` keeps every round, so the spread is in view, and what one ``sin`` costs in FMA
-    issue slots.
+    issue slots. ``details["sm_mhz_settle"]`` and ``["sm_mhz_rounds"]``: SM clock readings (MHz, nvidia-smi, sampled
+    on a thread; empty where it cannot be read) during the back-to-back settle and during the interleaved rounds.
     """
     import statistics
 
@@ -195,8 +255,13 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
     fns = {mm_name: lambda: torch.matmul(a, b),
            "fp32 FMA chain": lambda: compute.fma_chain(v, FMA_ITERS),
            f"sin x{SIN_K}": lambda: compute.sin_chain(v, SIN_K)}
+    clocks = SMClockSampler()
+    clocks.mark("settle")  # back to back, no flush: the sustained regime
     settle(fns[mm_name], seconds=1.0)
+    clocks.mark("rounds")  # interleaved, with an L2-flush read before each repeat
     res = interleaved(fns, rounds=rounds, rep_ms=rep_ms, flush_l2="read")
+    clocks.stop()
+    sm_mhz = clocks.phases()
     mm_flops, fma_flops = 2 * m**3, compute.fma_flops(FMA_N, FMA_ITERS)
     mm_tf = [mm_flops / (ms * 1e-3) / 1e12 for ms in res[mm_name].medians_ms]
     fma_tf = [fma_flops / (ms * 1e-3) / 1e12 for ms in res["fp32 FMA chain"].medians_ms]
@@ -212,6 +277,7 @@ def ceilings(rounds: int = 5, rep_ms: float = 100, copy_elems: int = 2**28) -> t
                "sin_slots_rounds": slots, "sin_slots": statistics.median(slots),
                "sin_ms_rounds": res[f"sin x{SIN_K}"].medians_ms, "fma_n": FMA_N, "fma_iters": FMA_ITERS,
                "sin_k": SIN_K,
+               "sm_mhz_settle": sm_mhz.get("settle", []), "sm_mhz_rounds": sm_mhz.get("rounds", []),
                "protocol": "timing.interleaved after settle(1 s), flush_l2='read'; copy: bench(flush_l2='read')"}
     return c, details
 
@@ -307,6 +373,40 @@ def measure_op(op, bench_kw=None) -> float:
     r = bench(fn, bytes=op.bytes, flops=op.flops, dtype=op.dtype, name=op.name,
               **{"flush_l2": "read", **dict(bench_kw or {})})
     return r.median_ms / 1e3
+
+
+def kernel_launches(op) -> list:
+    """The GPU kernels one call of ``op``'s runner launches (after a warm-up call), from a ``torch.profiler`` trace:
+    ``[{"name", "grid", "block"}]``, grid and block as the trace's args give them (x, y, z), None where absent. GPU
+    only. For a GEMM this shows which cuBLAS kernel the library picked and how many thread blocks it launched."""
+    import json
+    import os
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    device.require_gpu("Profiling a kernel's launch")
+    fn = runner(op)
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    out = []
+    for ev in trace.get("traceEvents", []):
+        if ev.get("cat") == "kernel":
+            args = ev.get("args", {})
+            out.append({"name": ev.get("name", "?"), "grid": args.get("grid"), "block": args.get("block")})
+    return out
 
 
 def roofline_points(ceilings, ops=None, bench_kw=None) -> list:

@@ -45,21 +45,66 @@ def vector_add_bench() -> dict:
             "targets": [target("vector add / copy bandwidth (fp32, 2^28)", triton_gbps / copy, 0.95)]}
 
 
+def _short_kernel_name(name: str) -> str:
+    """A CUDA kernel's name without its return type, namespaces' template arguments and parameter list."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    for stop in ("<", "("):
+        name = name.split(stop)[0]
+    return name.strip() or "?"
+
+
+def kernels_launched(fn) -> list:
+    """The CUDA kernels one call of ``fn`` launches, by short name, in launch order (torch.profiler, GPU only).
+    Returns ``["profiler failed: ..."]`` rather than raising: the names are context, not a result."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        events = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
+                        key=lambda e: e.time_range.start)
+        return [_short_kernel_name(e.name) for e in events]
+    except Exception as e:  # noqa: BLE001 - a profiler that cannot start (CUPTI busy) must not sink the benchmark
+        return [f"profiler failed: {type(e).__name__}: {e}"[:200]]
+
+
 @register("triton05_softmax")
 def softmax_bench() -> dict:
+    """The workbook's softmax at 8192 x 8192 (fp32, fp16) against ``torch.softmax``, ``torch.compile`` of
+    ``torch.softmax`` (default mode) and a copy of the same bytes, interleaved; then a sweep of widths over 4096 rows
+    against ``torch.softmax``. For each width (and 8192 x 8192) it records the CUDA kernel(s) one ``torch.softmax``
+    call launches (torch.profiler), which explains where torch's speed changes with the width, and at 8192 x 8192
+    those of the compiled version. ``torch.compile`` is
+    code the course does not control: the lesson runs this benchmark in a child process."""
     import torch
 
     softmax = solutions()["softmax"]
+
+    def torch_softmax(x):
+        return torch.softmax(x, dim=-1)
+
+    compiled = torch.compile(torch_softmax, dynamic=False)
     rows = cols = 8192
     figures = {}
+    kernels = {}
     for dtype in (torch.float32, torch.float16):
         x = torch.randn(rows, cols, device="cuda", dtype=dtype)
         torch.testing.assert_close(softmax(x), torch.softmax(x, dim=-1))
+        torch.testing.assert_close(compiled(x), torch.softmax(x, dim=-1))
         nbytes = 2 * x.numel() * x.element_size()
-        r = interleaved({"triton": lambda: softmax(x), "torch": lambda: torch.softmax(x, dim=-1)}, bytes=nbytes)
+        r = interleaved({"triton": lambda: softmax(x), "torch": lambda: torch.softmax(x, dim=-1),
+                         "torch.compile": lambda: compiled(x)}, bytes=nbytes)
         name = dtypes.torch_name(dtype)
         figures[name] = {"triton_gbps": r["triton"].typical.gbps, "torch_gbps": r["torch"].typical.gbps,
+                         "compile_gbps": r["torch.compile"].typical.gbps,
                          "copy_gbps": copy_gbps(x.numel() * x.element_size())}
+        kernels[name] = {f"{rows}x{cols}": kernels_launched(lambda: torch.softmax(x, dim=-1)),
+                         f"torch.compile {rows}x{cols}": kernels_launched(lambda: compiled(x))}
         del x
     # The sweep's smallest inputs (4096 x 64) are 0.5-1 MB: timed after a read flush (see offshape_bench), since
     # do_bench's write flush leaves L2 dirty and adds several µs to kernels this short.
@@ -73,14 +118,17 @@ def softmax_bench() -> dict:
             nbytes = 2 * x.numel() * x.element_size()
             sweep[name]["triton"].append(bench(softmax, x, bytes=nbytes, flush_l2="read", rep_ms=30).gbps)
             sweep[name]["torch"].append(bench(torch.softmax, x, -1, bytes=nbytes, flush_l2="read", rep_ms=30).gbps)
+            kernels[name][f"4096x{w}"] = kernels_launched(lambda: torch.softmax(x, dim=-1))
     f32, f16 = figures["float32"], figures["float16"]
-    return {"shape": [rows, cols], **figures,
+    return {"shape": [rows, cols], **figures, "torch_softmax_kernels": kernels, "compile_mode": "default",
             "sweep": {"rows": 4096, "widths": widths, "gbps": sweep, "timing": "bench(flush_l2='read')"},
             "targets": [
                 target("softmax fp32 8192x8192 / copy bandwidth", f32["triton_gbps"] / f32["copy_gbps"], 0.85),
                 target("softmax fp16 8192x8192 / copy bandwidth", f16["triton_gbps"] / f16["copy_gbps"], 0.85),
                 target("softmax fp32 / torch.softmax", f32["triton_gbps"] / f32["torch_gbps"], 1.4),
                 target("softmax fp16 / torch.softmax", f16["triton_gbps"] / f16["torch_gbps"], 2.5),
+                target("softmax fp32 / torch.compile", f32["triton_gbps"] / f32["compile_gbps"], 1.0),
+                target("softmax fp16 / torch.compile", f16["triton_gbps"] / f16["compile_gbps"], 1.0),
             ]}
 
 
@@ -115,7 +163,7 @@ def matmul_bench() -> dict:
     plain = {name: (lambda fn=fn: fn(a, b)) for name, fn in kernels.items()}
     mm = interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **timed)
     del a, b
-    sizes = [512, 1024, 2048, 3072, 4096, 6144, 8192]
+    sizes = [512, 1024, 2048, 4096, 8192]  # (3072 and 6144 dropped to pay for the fused-epilogue rounds)
     sweep = {name: [] for name in [*kernels, "cuBLAS"]}
     for s in progress(sizes, "matmul sweep"):
         x = torch.randn(s, s, device="cuda", dtype=low.torch)
@@ -136,20 +184,49 @@ def matmul_bench() -> dict:
     return out
 
 
+def rotation(names: list, rnd: int) -> list:
+    """The order of round ``rnd``: ``names`` rotated left by ``rnd``, so each one comes first in turn."""
+    k = rnd % len(names) if names else 0
+    return list(names[k:]) + list(names[:k])
+
+
+def rotated_rounds(fns: dict, rounds: int, timer=None, **bench_kwargs) -> dict:
+    """Like :func:`gpucourse.timing.interleaved` (each round times every function once; returns ``name -> Rounds``),
+    but round ``r`` runs them in :func:`rotation` order ``r``, so that no function always runs first after a change
+    of clocks or always right after the same neighbour. ``timer`` (default :func:`gpucourse.timing.bench`) is
+    called as ``timer(fn, name=name, **bench_kwargs)``."""
+    from gpucourse.timing import Rounds
+
+    timer = timer or bench
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    runs = {name: [] for name in fns}
+    for rnd in range(rounds):
+        for name in rotation(list(fns), rnd):
+            runs[name].append(timer(fns[name], name=name, **bench_kwargs))
+    return {name: Rounds(results) for name, results in runs.items()}
+
+
 FUSED_SHAPES = [(8192, 8192, 8192), (8192, 8192, 2048), (4096, 4096, 1024)]
+ROUNDS = 3  # rounds of the fused-epilogue benchmark: every contender once per round
 
 
 @register("triton05_fused_epilogue")
 def fused_epilogue_bench() -> dict:
-    """``silu(a @ b + bias)`` in bf16: our fused kernels against what a practitioner writes.
+    """``silu(a @ b + bias)`` in bf16: our fused kernels against what a practitioner writes, and each epilogue's
+    cost measured against its own plain matmul.
 
-    Contenders per shape (M, N, K): the workbook's matmul and the Hopper kernel with the bias and SiLU in their
-    epilogue; torch's unfused chain ``F.silu(a @ b + bias)`` (three kernels); ``F.silu(torch.addmm(bias, a, b))``
-    (cuBLASLt adds the bias in its own epilogue: two kernels); ``torch.compile`` of the unfused code (default mode);
-    and the plain matmuls (cuBLAS and ours), whose difference from the fused times is what the epilogue costs.
-    Timed after :func:`settle`, three interleaved rounds of 100 ms, with do_bench's L2 flush (these run 50 µs to
-    2 ms, far longer than the flush's effect). ``torch.compile`` is code the course does not control: the lesson
-    runs this benchmark in a child process (:func:`gpucourse.benchmarks.run_in_child`).
+    Contenders per shape (M, N, K): the workbook's matmul and the Hopper kernel, each with the bias and SiLU in its
+    epilogue AND the same kernel without it (its "plain" matmul); cuBLAS's plain matmul (``torch.matmul``);
+    ``F.silu(torch.addmm(bias, a, b))`` (cuBLASLt adds the bias in its own epilogue: two kernels); and
+    ``torch.compile`` of the unfused code (default mode; max-autotune is not tried here, it autotunes for minutes
+    at these shapes: lesson 09's ``compile09_epilogue`` times it at 8192³). Timed after :func:`settle`, in
+    ``ROUNDS`` rounds, each timing every contender once (50 ms, do_bench's L2 flush), the order rotated by one from
+    round to round so that no contender always follows the same neighbour or comes first after a clock change.
+    Reported per contender: the median of the rounds' medians and the rounds' range. The epilogue's cost is
+    ``fused - own plain`` for our kernels, ``practitioner - cuBLAS plain`` for torch's. ``torch.compile`` is code
+    the course does not control: the lesson runs this benchmark in a child process
+    (:func:`gpucourse.benchmarks.run_in_child`).
     """
     import time
 
@@ -165,43 +242,51 @@ def fused_epilogue_bench() -> dict:
 
     compiled = torch.compile(unfused, dynamic=False)
     low = matmul_dtype()
-    out = {"dtype": low.dtype, "dtype_note": low.note, "compile_mode": "default", "timing": "settle, then 3 interleaved rounds of 100 ms",
+    out = {"dtype": low.dtype, "dtype_note": low.note, "compile_mode": "default",
+           "timing": f"settle, then {ROUNDS} rounds of 50 ms, every contender once per round, order rotated",
            "shapes": {}, "first_call_s": {}}
     settled = False
     for m, n, k in progress(FUSED_SHAPES, "fused epilogue shapes"):
         a = torch.randn(m, k, device="cuda", dtype=low.torch)
         b = torch.randn(k, n, device="cuda", dtype=low.torch)
         bias = torch.randn(n, device="cuda", dtype=low.torch)
-        fns = {"workbook fused": lambda: matmul(a, b, bias, "silu")}
+        fns = {"workbook fused": lambda: matmul(a, b, bias, "silu"),
+               "workbook plain": lambda: matmul(a, b)}
         if not hopper_matmul.unsupported(a, b):
             fns["Hopper fused"] = lambda: hopper_matmul.matmul(a, b, bias, "silu")
-        fns.update({"torch unfused": lambda: unfused(a, b, bias),
+            fns["Hopper plain"] = lambda: hopper_matmul.matmul(a, b)
+        fns.update({"cuBLAS plain": lambda: torch.matmul(a, b),
                     "addmm + silu": lambda: F.silu(torch.addmm(bias, a, b)),
-                    "torch.compile": lambda: compiled(a, b, bias),
-                    "cuBLAS matmul only": lambda: torch.matmul(a, b),
-                    "workbook matmul only": lambda: matmul(a, b)})
+                    "torch.compile": lambda: compiled(a, b, bias)})
         want = unfused(a, b, bias)
         t0 = time.perf_counter()
         for name, fn in fns.items():  # compiles and autotunes every contender before timing starts
             got = fn()
-            if "only" not in name:
+            if "plain" not in name:
                 torch.testing.assert_close(got, want, rtol=2e-2, atol=1.0)
         torch.cuda.synchronize()
         out["first_call_s"][f"{m}x{n}x{k}"] = time.perf_counter() - t0
         if not settled:
             settle(lambda: torch.matmul(a, b), seconds=1.0)
             settled = True
-        r = interleaved(fns, rounds=3, rep_ms=100, flops=2 * m * n * k, dtype=low.torch)
+        r = rotated_rounds(fns, ROUNDS, rep_ms=50, flops=2 * m * n * k, dtype=low.torch)
         ms = {name: rr.median_ms for name, rr in r.items()}
         ours = min((x for x in ("workbook fused", "Hopper fused") if x in ms), key=ms.get)
         theirs = min(("addmm + silu", "torch.compile"), key=ms.get)
+        epilogue = {"addmm + silu": ms["addmm + silu"] - ms["cuBLAS plain"],
+                    "torch.compile": ms["torch.compile"] - ms["cuBLAS plain"],
+                    "workbook fused": ms["workbook fused"] - ms["workbook plain"]}
+        if "Hopper fused" in ms:
+            epilogue["Hopper fused"] = ms["Hopper fused"] - ms["Hopper plain"]
         out["shapes"][f"{m}x{n}x{k}"] = {
-            "m": m, "n": n, "k": k, "ms": ms, "best_ours": ours, "best_practitioner": theirs,
+            "m": m, "n": n, "k": k, "ms": ms,
+            "rounds_ms": {name: rr.medians_ms for name, rr in r.items()},
+            "spread_ms": {name: max(rr.medians_ms) - min(rr.medians_ms) for name, rr in r.items()},
+            "best_ours": ours, "best_practitioner": theirs,
             "speedup_vs_best_practitioner": ms[theirs] / ms[ours],
-            "speedup_vs_unfused": ms["torch unfused"] / ms[ours],
-            # what the epilogue adds over the plain matmul, for cuBLAS + a separate SiLU and for our fused kernel
-            "epilogue_ms": {"addmm + silu": ms["addmm + silu"] - ms["cuBLAS matmul only"],
-                            "workbook fused": ms["workbook fused"] - ms["workbook matmul only"]}}
+            # what bias + SiLU add over the plain matmul each one builds on: ours over our own plain kernel,
+            # torch's over cuBLAS's plain matmul
+            "epilogue_ms": epilogue}
         del a, b, bias
     s = out["shapes"]
     out["targets"] = [

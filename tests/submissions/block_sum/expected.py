@@ -8,10 +8,10 @@ EXPECTED = {
                                             "cpu": {"status": "needs gpu", "message": "copy_kernel"}},
     "cheat_host_numpy_sum.py": {"status": "failed", "message": "no CUDA kernel was launched",
                                 "cpu": {"status": "failed", "message": "returned without building a CUDA kernel"}},
-    "right_atomic_per_block.py": {"status": "passed", "message": "all 10 cases passed",
+    "right_atomic_per_block.py": {"status": "passed", "message": "all 13 cases passed",
                                   "cpu": {"status": "needs gpu", "message": "tree_sum"}},
     # The workbook's declarations: its build links the grader's binding object (the throughput benchmark's template).
-    "right_workbook_declarations.py": {"status": "passed", "message": "all 10 cases passed",
+    "right_workbook_declarations.py": {"status": "passed", "message": "all 13 cases passed",
                                        "cpu": {"status": "needs gpu", "message": "tree_sum"}},
     # A race compiles: only a GPU finds it, as wrong values or as two runs that disagree.
     "wrong_missing_syncthreads.py": {"status": "failed", "message": ("differ", "nondeterministic"),
@@ -20,5 +20,11 @@ EXPECTED = {
                                 "cpu": {"status": "needs gpu", "message": "tree_sum"}},
     "error_compile.py": {"status": "error", "message": '"total" is undefined',
                          "cpu": {"status": "error", "message": '"total" is undefined'}},
+    # Issue N11: float4 loads that assume a 16-byte-aligned start pass every fresh tensor; the views that start 4-12
+    # bytes past a boundary fault (cudaErrorMisalignedAddress, sticky: it kills the worker's CUDA context, so the
+    # grader reports the raise and ends that submission's worker; the grader's own process and the other workers go on).
+    # In CPU mode nvcc compiles it fine: only the GPU run can find it.
+    "wrong_float4_assumes_alignment.py": {"status": "error", "message": "misaligned address",
+                                           "cpu": {"status": "needs gpu", "message": "sum4_aligned"}},
 }
 GPU_ONLY = True

@@ -4,7 +4,8 @@ from gpucourse import roofline
 
 
 def roofline_classify(ops, ceilings):
-    c = roofline.Ceilings(gbps=ceilings["gbps"], tflops=ceilings["tflops"], source="mine")
+    c = roofline.Ceilings(gbps=ceilings["gbps"], tflops=ceilings["tensor_tflops"], source="mine",
+                          fp32_tflops=ceilings["cuda_tflops"])
     out = {}
     for name, d in ops.items():
         op = roofline.from_dict(d, name=name)

@@ -12,10 +12,16 @@ EXPECTED = {
                              "flags": ["left threads running beside the judge"]},
     # A units slip is one line, not one per op (14 "bound expected 'memory', got 'compute'" lines before).
     "wrong_ratio_without_units.py": {"status": "failed",
-                                     "message": "your intensities are right, but every bound is what an ops:byte ratio "
-                                                "1/1000 of the device's gives"},
+                                     "message": "your intensities are right, but every bound is 'compute', what "
+                                                "ops:byte ratios 1/1000 of the device's"},
     "wrong_intensity_per_kilobyte.py": {"status": "failed",
-                                        "message": "every intensity is 1000x the right value (all 7 ops): intensity "
+                                        "message": "every intensity is 1000x the right value (all 8 ops): intensity "
                                                    "is flops per byte"},
+    # Review N8: the single ops:byte ratio the lesson retracts fails on the fp32 GEMM drawn between the two ridges.
+    "wrong_single_ridge.py": {"status": "failed",
+                              "message": "every bound is what the tensor cores' ridge"},
+    # The other single ratio (the CUDA cores') fails on the skinny bf16 GEMM between the ridges.
+    "wrong_cuda_ridge_everywhere.py": {"status": "failed",
+                                       "message": "every bound is what the CUDA cores' ridge"},
 }
 GPU_ONLY = False

@@ -4,7 +4,8 @@ BYTES_PER_ELEMENT = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def roofline_classify(ops, ceilings):
-    ratio = ceilings["tflops"] * 1e12 / (ceilings["gbps"] * 1e9)
+    bw = ceilings["gbps"] * 1e9
+    ridge = {"tensor cores": ceilings["tensor_tflops"] * 1e12 / bw, "CUDA cores": ceilings["cuda_tflops"] * 1e12 / bw}
     out = {}
     for name, d in ops.items():
         s = BYTES_PER_ELEMENT[d["dtype"]]
@@ -18,5 +19,5 @@ def roofline_classify(ops, ceilings):
             m, n, k = d["M"], d["N"], d["K"]
             flops, nbytes = 2 * m * n * k, (m * k + k * n + m * n) * s
         intensity = flops / (nbytes / 1e3)  # flops per KB: 1000x too high
-        out[name] = (intensity, "memory" if intensity < ratio else "compute")
+        out[name] = (intensity, "memory" if intensity < ridge[d["unit"]] else "compute")
     return out

@@ -1,10 +1,12 @@
-"""Wrong: the ops:byte ratio is tflops / gbps, leaving out the units (1e12 flop/s over 1e9 B/s), so it is 1000x too
+"""Wrong: each ops:byte ratio is rate / gbps, leaving out the units (1e12 flop/s over 1e9 B/s), so it is 1000x too
 small and ops that are memory-bound are called compute-bound. The intensities are right."""
 BYTES_PER_ELEMENT = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def roofline_classify(ops, ceilings):
-    ratio = ceilings["tflops"] / ceilings["gbps"]  # TFLOP/s over GB/s: 1e12 / 1e9 = 1000x too small
+    # TFLOP/s over GB/s: 1e12 / 1e9 = 1000x too small
+    ridge = {"tensor cores": ceilings["tensor_tflops"] / ceilings["gbps"],
+             "CUDA cores": ceilings["cuda_tflops"] / ceilings["gbps"]}
     out = {}
     for name, d in ops.items():
         s = BYTES_PER_ELEMENT[d["dtype"]]
@@ -18,5 +20,5 @@ def roofline_classify(ops, ceilings):
             m, n, k = d["M"], d["N"], d["K"]
             flops, nbytes = 2 * m * n * k, (m * k + k * n + m * n) * s
         intensity = flops / nbytes
-        out[name] = (intensity, "memory" if intensity < ratio else "compute")
+        out[name] = (intensity, "memory" if intensity < ridge[d["unit"]] else "compute")
     return out

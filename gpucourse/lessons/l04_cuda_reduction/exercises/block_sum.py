@@ -12,6 +12,9 @@ count. Keep your `__global__` kernels in the `kernels` string (no torch headers 
 Call `build(...)` inside `block_sum` (it is cached, so only the first call compiles). In CPU mode `build` compiles
 your kernels with nvcc and stops with "needs a GPU": the checker then shows the compiler's report instead of running
 it. Accumulate in float32; the checker allows for a different summation order (a tolerance relative to the sum).
+`x` is contiguous but may be a view that does not start on a 16-byte boundary (`x[1:]`, `x[3:]` of a fresh tensor:
+4 or 12 bytes past one), so a kernel that loads `float4`s must handle the first elements before the first aligned
+address, or not use `float4` loads there.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction...) on the inputs or on anything
 derived from them (a copy, a view, a tensor your extension returned) fails the check, which names it; allocating,
 viewing, copying, casting and filling tensors is fine.
@@ -27,7 +30,10 @@ def make_inputs(params: dict, gen) -> tuple:
 
     # A positive mean (values in [-0.25, 0.75)) keeps |sum| close to sum(|x|), so the relative tolerance below is a
     # tolerance scaled by sum(|x|), as the rounding of a float32 sum in any order is.
-    return (torch.rand(params["n"], generator=gen, dtype=torch.float32) - 0.25,)
+    # "offset": x is x_full[offset:], a view `offset` floats (4 * offset bytes) past an aligned start; the checker
+    # keeps that misalignment on the device (keep_alignment below).
+    off = params.get("offset", 0)
+    return ((torch.rand(params["n"] + off, generator=gen, dtype=torch.float32) - 0.25)[off:],)
 
 
 def reference(x):
@@ -51,7 +57,9 @@ EXERCISE = Exercise(
     reference=reference,
     cases=tuple(Case(f"n={n}", {"n": n}) for n in (0, 1, 31, 32, 33, 1023, 1025, 4097, 65_537)) + (
         Case("n=2^22+3 (millions, odd)", {"n": device.size(cpu=2**16 + 3, gpu=2**22 + 3)}),
-    ),
+    ) + tuple(Case(f"x[{k}:], n=65537 (starts {4 * k} bytes past a 16-byte boundary)", {"n": 65_537, "offset": k})
+              for k in (1, 2, 3)),
+    keep_alignment=True,  # the offset cases' views stay misaligned on the GPU
     # rtol 2e-5 of |sum| (about sum(|x|) here). A right kernel may add its block partials with atomics, in an order
     # that changes between runs: float32 additions of n/block partials one after another into a total near 1e6. For
     # n = 2^22+3, simulated in that order (tests/lessons/test_l04_cuda_reduction.py), the error reaches 3.3e-6 of

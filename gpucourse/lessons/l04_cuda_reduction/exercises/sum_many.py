@@ -14,6 +14,8 @@ grid). Copies (the pointer table to the GPU) and fills (`torch.zeros`) are not c
 kernel is, so a Python loop of `t.sum()` or of your own kernel fails. Build with `gpucourse.cuda_build.build(...)`
 called inside `sum_many` (cached), kernels in the torch-free `kernels` string; in CPU mode the checker compiles them
 and reports that running them needs a GPU. An empty list returns an empty tensor; an empty tensor sums to 0.
+The tensors are contiguous, but some are views that do not start on a 16-byte boundary (`t[1:]` of a fresh tensor
+starts 4 bytes past one), mixed with aligned ones: `float4` loads need the first 0-3 elements handled one at a time.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction...) on the inputs or on anything
 derived from them (a copy, a view, a tensor your extension returned) fails the check, which names it; allocating,
 viewing, copying, casting and filling tensors is fine.
@@ -27,7 +29,10 @@ def make_inputs(params: dict, gen) -> tuple:
     lengths = torch.randint(lo, hi + 1, (count,), generator=gen).tolist()
     lengths[:len(params.get("force", ()))] = list(params.get("force", ()))
     # Positive mean, as in block_sum: the relative tolerance is then scaled by sum(|x|) of each tensor.
-    return ([torch.rand(n, generator=gen, dtype=torch.float32) - 0.25 for n in lengths],)
+    # "offsets": tensor k is a view starting k % 4 floats past an aligned start (aligned and misaligned mixed); the
+    # checker keeps that on the device (keep_alignment below).
+    offs = [k % 4 if params.get("offsets") else 0 for k in range(count)]
+    return ([(torch.rand(n + o, generator=gen, dtype=torch.float32) - 0.25)[o:] for n, o in zip(lengths, offs)],)
 
 
 def reference(tensors):
@@ -60,7 +65,10 @@ EXERCISE = Exercise(
                                             "max_len": 20_000}),
         Case("a few with millions", {"count": 5, "min_len": 1, "max_len": device.size(cpu=70_001, gpu=3_000_001),
                                      "force": (device.size(cpu=65_537, gpu=2**21 + 5),)}),
+        Case("views at 0-3 floats past a 16-byte boundary, mixed", {"count": 40, "min_len": 0, "max_len": 70_000,
+                                                                     "force": (1, 3, 5, 65_537), "offsets": True}),
     ),
+    keep_alignment=True,  # the "offsets" case's views stay misaligned on the GPU
     tolerance={"float32": ATOMIC_ORDER_TOLERANCE},  # block_sum's: partials added with atomics, in any order
     determinism="tolerance",  # a persistent grid adds block partials with atomics: the order varies between runs
     reference_ops=("aten.sum",),

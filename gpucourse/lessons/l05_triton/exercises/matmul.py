@@ -10,12 +10,20 @@ Triton kernel you launch (tiles, a loop over K, `tl.dot` accumulating in float32
 `a` is (M, K) and `b` is (K, N), both float16, bfloat16 or float32, on the same device. M, N and K can be anything
 from 1 up, not just multiples of your block sizes: mask the K tail (K = 33 with BLOCK_K = 32 leaves one column) and
 the edges of M and N. The inputs may be non-contiguous views (`b` can be a transposed matrix): use their strides.
+So the general kernel must handle: masks on the M and N edges, the K tail (K not a multiple of BLOCK_K), and any
+strides of `a` and `b` (transposed views, column slices).
+The result must be bitwise deterministic: the checker runs every case twice on the same inputs and compares the
+bits. That rules out split-K with atomic adds (the order the partial sums land in changes from run to run); each
+output tile is summed over all of K by one program, in a fixed order.
 For float32, `tl.dot`'s default TF32 precision is accepted. In CPU mode, Triton's interpreter gets `tl.dot` on
 bfloat16 wrong (triton-lang/triton#11584): convert bfloat16 tiles to float32 before `tl.dot` when
 `os.environ.get("TRITON_INTERPRET") == "1"`, and keep them bfloat16 on a GPU.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
 on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
 allocating, viewing, copying, casting and filling tensors is fine.
+Speed (on a GPU, reported apart from correctness, which alone decides whether the check passes): at
+M = N = K = 4096 float16 (contiguous), your function's speed against the reference, `torch.matmul` (cuBLAS), timed
+beside it, L2 emptied before each repeat; target 0.9 of cuBLAS's speed (time ratio cuBLAS / yours >= 0.9).
 """
 
 

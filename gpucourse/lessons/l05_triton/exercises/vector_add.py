@@ -13,6 +13,9 @@ first. Do not modify `x` or `y`.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
 on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
 allocating, viewing, copying, casting and filling tensors is fine.
+Speed (on a GPU, reported apart from correctness, which alone decides whether the check passes): at n = 2**26
+contiguous float32 elements, your function's GB/s (the 12 bytes per element it must move: read x and y, write out)
+against a torch copy of the same bytes timed beside it, L2 emptied before each repeat; target 0.8 of the copy's.
 """
 
 
