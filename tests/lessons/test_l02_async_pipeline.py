@@ -116,6 +116,128 @@ def test_nan_flag_must_be_reported():
     assert v["cases"]["8 steps"].passed and not v["cases"]["12 steps, NaN in batch 5"].passed
 
 
+# --- gpu_idle_fraction ----------------------------------------------------------------------------------------------
+
+
+def _idle_spec():
+    from gpucourse.lessons.l02_async_pipeline.exercises import gpu_idle_fraction
+
+    return gpu_idle_fraction
+
+
+def _trace(trace: str, seed: int) -> tuple:
+    import random
+
+    return _idle_spec().make_inputs({"trace": trace}, random.Random(seed))
+
+
+def test_idle_reference_agrees_with_the_lessons_timeline():
+    """The spec's reference is the figure lesson 02 prints (gpucourse.timeline.idle_fraction), on hand-made traces
+    and on every case's drawn traces."""
+    from gpucourse import timeline
+
+    ref = _idle_spec().reference
+    assert ref([], 0.0, 10.0) == 1.0 and ref([(0.0, 10.0)], 0.0, 10.0) == 0.0
+    assert ref([(8.0, 9.0), (2.0, 6.0), (0.0, 4.0)], 0.0, 10.0) == pytest.approx(0.3)  # unsorted, overlapping
+    assert ref([(-5.0, 5.0), (12.0, 20.0)], 0.0, 10.0) == pytest.approx(0.5)  # clipped; one entirely outside
+    assert ref([(1.0, 9.0), (2.0, 3.0)], 0.0, 10.0) == pytest.approx(0.2)  # nested
+    assert ref([(1.0, 2.0), (2.0, 3.0), (5.0, 5.0)], 0.0, 10.0) == pytest.approx(0.8)  # touching, zero-length
+    for case in _idle_spec().EXERCISE.cases:
+        for seed in range(20):
+            kernels, t0, t1 = _trace(case.params["trace"], seed)
+            assert t1 > t0
+            assert ref(kernels, t0, t1) == pytest.approx(timeline.idle_fraction(kernels, t0, t1), abs=1e-12)
+            assert 0.0 <= ref(kernels, t0, t1) <= 1.0
+
+
+def test_idle_traces_have_the_trait_each_case_names():
+    """Each case's traces have what it is named for (so each catches its mistake), on every seed."""
+    def overlaps(ks):
+        ks = sorted(ks)
+        return any(b[0] < a[1] for a, b in zip(ks, ks[1:]))
+
+    for seed in range(30):
+        k, t0, t1 = _trace("one stream", seed)
+        assert k == sorted(k) and not overlaps(k) and t0 < k[0][0] and k[-1][1] < t1  # idle at both ends
+        k, _, _ = _trace("overlapping", seed)
+        assert k == sorted(k) and overlaps(k)
+        k, _, _ = _trace("nested", seed)
+        assert k == sorted(k) and any(a[0] < b[0] and b[1] < a[1] for a in k for b in k)
+        k, t0, t1 = _trace("edges", seed)
+        assert any(e <= t0 for _, e in k) and any(s >= t1 for s, _ in k)  # entirely outside, both sides
+        assert any(s < t0 < e for s, e in k) and any(s < t1 < e for s, e in k)  # across both edges
+        k, _, _ = _trace("unsorted", seed)
+        assert k != sorted(k) and overlaps(k)
+        assert _trace("empty", seed)[0] == []
+        k, t0, t1 = _trace("touching", seed)
+        assert any(s == e for s, e in k) and any(a[1] == b[0] and a[0] < a[1] and b[0] < b[1] for a in k for b in k)
+        assert (t0, t0) in k and (t1, t1) in k
+        k, t0, t1 = _trace("everything", seed)
+        assert k != sorted(k) and overlaps(k) and any(s < t0 < e for s, e in k) and any(s == e for s, e in k)
+
+
+def _idle_mistakes():
+    spec = _idle_spec()
+    return {
+        "gaps": (lambda k, t0, t1: spec._gaps_only(k, t0, t1), "counts only the gaps between kernels"),
+        "no max": (lambda k, t0, t1: spec._last_end(k, t0, t1), "keep the later of the two ends"),
+        "busy": (lambda k, t0, t1: 1.0 - spec.reference(k, t0, t1), "that is the busy fraction"),
+        "percent": (lambda k, t0, t1: 100.0 * spec.reference(k, t0, t1), "that is a percentage"),
+        "microseconds": (lambda k, t0, t1: (t1 - t0) * spec.reference(k, t0, t1), "idle time in microseconds"),
+    }
+
+
+@pytest.mark.parametrize("mistake", ["gaps", "no max", "busy", "percent", "microseconds"])
+def test_idle_common_mistakes_fail_with_their_hint(mistake):
+    fn, hint = _idle_mistakes()[mistake]
+    v = _verdict("gpu_idle_fraction", fn)
+    failed = [c for c in v["cases"].values() if not c.passed]
+    assert v["status"] == "failed" and failed
+    for c in failed:  # the empty trace has its own hint, whatever the mistake
+        want = "idle for the whole window: 1.0" if c.name == "no kernel at all" else hint
+        assert want in " ".join(c.problems), (c.name, c.problems)
+
+
+def test_idle_wrong_type_and_the_course_solution():
+    v = _verdict("gpu_idle_fraction", lambda kernels, t0, t1: "0.5")
+    assert v["status"] == "failed" and "expected a float in [0, 1]" in " ".join(v["cases"]["no kernel at all"].problems)
+    v = _verdict("gpu_idle_fraction", lambda kernels, t0, t1: True)
+    assert v["status"] == "failed" and "returned bool" in " ".join(v["cases"]["no kernel at all"].problems)
+
+    def course(kernels, t0, t1):
+        from gpucourse import timeline
+
+        return timeline.idle_fraction(kernels, t0, t1)
+
+    r = gpucourse.check("gpu_idle_fraction", course, quiet=True)
+    assert r.status == "error" and "course's own solution" in r.message
+    from gpucourse import timeline  # the trap is lifted after the call
+
+    assert timeline.idle_fraction([(0.0, 5.0)], 0.0, 10.0) == 0.5
+
+
+def test_idle_known_submissions_in_process():
+    """In-process (gpucourse.check), as a learner sees it; the grader's verdicts are in
+    tests/submissions/gpu_idle_fraction/expected.py."""
+    import importlib.util
+    import os
+
+    def load(name):
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "submissions",
+                            "gpu_idle_fraction", name)
+        spec = importlib.util.spec_from_file_location(name[:-3], path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.gpu_idle_fraction
+
+    assert _verdict("gpu_idle_fraction", load("right_merge.py"))["status"] == "passed"
+    v = _verdict("gpu_idle_fraction", load("wrong_assumes_sorted.py"))
+    assert [n for n, c in v["cases"].items() if not c.passed] == ["unsorted, as a trace lists them",
+                                                                   "a whole trace: all of the above, unsorted"]
+    r = gpucourse.check("gpu_idle_fraction", load("wrong_empty_crashes.py"), quiet=True)
+    assert r.status == "error" and "no kernel at all" in r.message and "IndexError" in r.message
+
+
 # --- benchmarks and measurements ------------------------------------------------------------------------------------
 
 

@@ -22,8 +22,8 @@ SNIPPETS = {
         fn()
     return (time.perf_counter() - t0) / reps * 1e3
 
-w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-h = torch.randn(256, 8192, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+h = torch.randn(256, 8192, device="cuda", dtype=torch.float16)
 ms = per_call_ms(lambda: torch.tanh(h @ w))''',
     "B": '''@torch.compile
 def scaled_gelu(x):
