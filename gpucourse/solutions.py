@@ -3,12 +3,18 @@
 ``load_solutions("05_triton")`` runs that notebook's solution cells (those holding ``### BEGIN SOLUTION``) and its
 import-only cells, in order, in a fresh namespace, and returns the namespace. Benchmarks and tests use it so the
 kernels they measure are exactly the ones the workbook teaches, never a copy that drifts.
+
+A lesson module reaches its own solved workbook through ``solutions = for_lesson(LESSON)``. Reaching another
+lesson's (``cached_solutions("05_triton")`` in lesson 06) is a dependency between lessons that the import rule
+(tests/test_layout.py) cannot see, so the module declares it: ``USES_WORKBOOKS = ("05_triton",)``, which
+tests/test_specs.py holds against every call.
 """
 from __future__ import annotations
 
 import functools
 import linecache
 import os
+from typing import Callable
 
 from .workbooks import ROOT, code_cells
 
@@ -57,3 +63,17 @@ def cached_solutions(stem: str) -> dict:
     """:func:`load_solutions`, run once per workbook and shared: what the benchmark suites use, so the kernels are
     compiled (and autotuned) once however many benchmarks ask for them. Callers must not change the namespace."""
     return load_solutions(stem)
+
+
+def for_lesson(lesson) -> Callable[[], dict]:
+    """A lesson module's ``solutions``: a function that returns the namespace of ``lesson``'s own solved workbook
+    (``lesson``: its ``LESSON``), loaded on the first call and shared with every other caller
+    (:func:`cached_solutions`)."""
+    stem = lesson.notebook
+
+    def solutions() -> dict:
+        return cached_solutions(stem)
+
+    solutions.__doc__ = f"The namespace of solutions/{stem}.ipynb, loaded once (gpucourse.solutions.for_lesson)."
+    solutions.__qualname__ = solutions.__name__ = "solutions"
+    return solutions

@@ -386,7 +386,6 @@ def test_an_answer_right_with_every_launch_skipped_fails():
     """NumPy is invisible to torch's dispatcher: the call made with every Triton launch skipped gives it away."""
     _triton()
     import triton
-    import triton.language as tl
 
     @triton.jit
     def nothing(x_ptr, n):
@@ -431,8 +430,6 @@ def test_a_judge_whose_deadline_passes_gives_the_timeout_verdict(monkeypatch, ca
     """A judge raising JudgeTimeout (ring_all_reduce's ranks waiting on each other) makes check's status "timeout",
     its report says the function did not return in time and keeps the judge's message; the cases after it do not
     run. (The batch grader's side: tests/submissions/ring_all_reduce/wrong_recv_before_send.py.)"""
-    import dataclasses
-
     from gpucourse.grading import exercise as exmod
 
     calls = []
@@ -443,9 +440,8 @@ def test_a_judge_whose_deadline_passes_gives_the_timeout_verdict(monkeypatch, ca
             raise exmod.JudgeTimeout("timed out after 10 s: a deadlock?")
         return []
 
-    base = exmod.get("vector_add")
-    fake = dataclasses.replace(base, id="fake_judged", judge=judge, make_inputs=None, reference=None,
-                               cases=tuple(exmod.Case(f"n={n}", {"n": n}) for n in (1, 2, 3)), perf=None)
+    fake = exmod.JudgedExercise(id="fake_judged", function="f", signature="f()", statement="", kind="none",
+                                cases=tuple(exmod.Case(f"n={n}", {"n": n}) for n in (1, 2, 3)), judge=judge)
     monkeypatch.setattr(checker, "_get_exercise", lambda exercise_id: fake)
     r = checker.check("fake_judged", lambda: None)
     out = capsys.readouterr().out
@@ -549,3 +545,88 @@ def test_a_forbidden_op_before_a_raise_is_the_verdict_and_the_next_cases_run(cap
         raise ValueError("not written yet for this shape")
     result = gpucourse.check("int8_gemv", plain_raise, plot=False)
     assert result.status == "error" and "not written yet for this shape" in result.message
+
+
+# --- the two forms of an exercise, and the checker's modules ---------------------------------------------------------
+
+
+def test_an_exercise_is_compared_or_judged_and_each_form_requires_its_functions():
+    """A compared exercise must give make_inputs and reference (its judge is None); a judged one must give a judge
+    (it has no make_inputs or reference), and a speed target of its own inputs against the copy baseline."""
+    from gpucourse.grading import exercise as exmod
+
+    common = dict(id="x", function="x", signature="x()", statement="", kind="none", cases=(Case("one", {}),))
+    with pytest.raises(TypeError, match="make_inputs.*reference"):
+        exmod.Exercise(**common)
+    with pytest.raises(TypeError, match="judge"):
+        exmod.JudgedExercise(**common)
+    with pytest.raises(TypeError, match="make_inputs"):
+        exmod.JudgedExercise(**common, judge=lambda fn, params, seed: [], make_inputs=lambda p, g: ())
+    compared = exmod.Exercise(**common, make_inputs=lambda p, g: (), reference=lambda: 0)
+    judged = exmod.JudgedExercise(**common, judge=lambda fn, params, seed: [])
+    assert compared.judge is None and judged.judge is not None and not hasattr(judged, "reference")
+    with pytest.raises(ValueError, match="needs its own make_inputs"):
+        exmod.JudgedExercise(**common, judge=judged.judge, perf=exmod.Perf(baseline="copy", target=1, params={}))
+    with pytest.raises(ValueError, match="'copy' baseline"):
+        exmod.JudgedExercise(**common, judge=judged.judge, perf=exmod.Perf(baseline="reference", target=1, params={},
+                                                                           make_inputs=lambda p, g: ()))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        exmod.JudgedExercise(**dict(common, kind="ptx"), judge=judged.judge)
+    with pytest.raises(ValueError, match="determinism must be"):
+        exmod.Exercise(**common, make_inputs=lambda p, g: (), reference=lambda: 0, determinism="sometimes")
+
+
+def test_every_spec_gives_the_functions_of_its_form():
+    """No spec passes None for a function its form needs: compared specs have callable make_inputs and reference,
+    judged ones a callable judge; both forms are found (the registry holds each kind)."""
+    from gpucourse.grading import exercise as exmod
+
+    forms = set()
+    for ex_id in all_ids():
+        ex = get(ex_id)
+        forms.add(type(ex))
+        if isinstance(ex, exmod.JudgedExercise):
+            assert callable(ex.judge), ex_id
+        else:
+            assert isinstance(ex, exmod.Exercise), ex_id
+            assert callable(ex.make_inputs) and callable(ex.reference) and ex.judge is None, ex_id
+    assert forms == {exmod.Exercise, exmod.JudgedExercise}
+
+
+def test_a_judged_exercise_times_its_own_inputs(monkeypatch):
+    """draw_perf takes a judged exercise's inputs from its Perf (fused_rmsnorm_residual has a speed target and no
+    make_inputs of its own), a compared exercise's from the exercise."""
+    rms = get("fused_rmsnorm_residual")
+    assert rms.judge is not None and rms.perf.make_inputs is not None
+    seen = []
+
+    def make(params, gen):
+        seen.append(params)
+        return (torch.zeros(2),)
+
+    import dataclasses
+
+    from gpucourse.grading.exercise import Perf
+
+    small = dataclasses.replace(rms, perf=Perf(baseline="copy", target=0.85, params={"shape": (2, 3)},
+                                               make_inputs=make))
+    monkeypatch.setattr(checker._device, "on_gpu", lambda: True)
+    (x,) = checker.draw_perf(small)
+    assert seen == [{"shape": (2, 3)}] and torch.equal(x, torch.zeros(2))
+    vector_add = get("vector_add")
+    args = checker.draw_perf(dataclasses.replace(vector_add, perf=dataclasses.replace(vector_add.perf,
+                                                                                     params={"n": 5})))
+    assert [tuple(a.shape) for a in args[:2]] == [(5,), (5,)]
+
+
+def test_the_checker_module_still_offers_every_piece_it_was_split_into():
+    """checker.py is the entry point and keeps the names the grader, the worker, the specs and the tests import from
+    it: each is the very object of the module that now holds it."""
+    from gpucourse.grading import check_call, check_cases, check_perf, check_verdict
+
+    homes = (check_call, check_cases, check_perf, check_verdict)
+    for name in checker.__all__:
+        obj = getattr(checker, name)
+        home = [m for m in homes if getattr(m, name, None) is obj]
+        assert home or name in ("CheckResult", "CheckerError", "check"), name
+    assert checker.evaluate is check_verdict.evaluate and checker.make_case is check_cases.make_case

@@ -1,6 +1,7 @@
-"""gpucourse.cuda_build's split layout (issue 17, grading throughput): the device pass sees the kernels alone, lines
-stay where the inline layout has them, a failure of the device pass alone falls back to the inline layout, and the
-precompiled torch/extension.h is used only when it was built for this compiler, these flags and this torch.
+"""gpucourse.cuda_build and the gpucourse.cuda modules it gathers: the split layout (the device pass sees the kernels
+alone, lines stay where the inline layout has them, a failure of the device pass alone falls back to the inline
+layout), the host layout's launch rewrite, the precompiled torch/extension.h (used only when it was built for this
+compiler, these flags and this torch) and the grader's binding object.
 
 The builds themselves (load_inline, a CUDA torch) run on the GPU: benchmarks/grading_throughput.py builds and runs
 both layouts there and grades batches with each (benchmarks/results/h100-grading-throughput.json)."""
@@ -49,7 +50,8 @@ def test_only_sources_whose_device_code_is_all_in_the_kernels_are_split():
         sub = _submission(name)
         assert cuda_build.splittable(sub.KERNELS, sub.BINDING), name
     # a kernel template is instantiated where the binding launches it: the device pass must see the binding
-    assert not cuda_build.splittable("template <int B> __global__ void k(float* o) {}", "void f() { k<4><<<1, 1>>>(0); }")
+    assert not cuda_build.splittable("template <int B> __global__ void k(float* o) {}",
+                                     "void f() { k<4><<<1, 1>>>(0); }")
     for device_code in ("__global__ void k2() {}", "__device__ int g;", "__constant__ float c[4];"):
         assert not cuda_build.splittable(KERNELS, BINDING + device_code)
 
@@ -313,7 +315,8 @@ def test_a_host_layout_binding_compiled_by_gcc_links_to_the_kernel_nvcc_compiled
     in nvcc's object (nvcc gives every non-static kernel an ordinary external function of its name and parameters,
     the one cudaLaunchKernel identifies it by), and the launch reaches the runtime (no GPU here: it reports one)."""
     sub = _submission("block_sum/right_atomic_per_block.py")
-    kernels = sub.KERNELS.replace("tree_sum(const float* x", "__launch_bounds__(256) tree_sum(const float* __restrict__ x")
+    kernels = sub.KERNELS.replace("tree_sum(const float* x",
+                                  "__launch_bounds__(256) tree_sum(const float* __restrict__ x")
     binding = ('extern "C" int run(const float* x, long long n, float* out) {\n'
                '    tree_sum<<<dim3((n + 255) / 256), 256, 0, 0>>>(x, n, out);\n'
                '    return (int)cudaGetLastError();\n}\n')
@@ -328,6 +331,42 @@ def test_a_host_layout_binding_compiled_by_gcc_links_to_the_kernel_nvcc_compiled
         assert proc.returncode == 0, proc.stderr[-3000:]
     env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64", CUDA_VISIBLE_DEVICES="")
     assert subprocess.run([str(tmp_path / "t")], env=env, timeout=60).returncode == 0  # the runtime was reached
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/include/cuda_runtime.h") or cuda_build.tool("g++") is None,
+                    reason="needs CUDA's headers and g++")
+def test_a_rewritten_launch_hands_the_runtime_the_kernel_its_configuration_and_converted_arguments(tmp_path):
+    """The host layout's launcher compiled by g++, with cudaLaunchKernel replaced by one that records what it is given
+    (and the kernel's host symbol by an empty function): the kernel's own symbol, the grid, block and shared memory,
+    and each argument converted to its parameter's type (an int passed where the kernel takes a long long)."""
+    import ctypes
+
+    binding = ('extern "C" void run(const float* x, int n, float* out) {\n'
+               '    scale<<<dim3((n + 255) / 256), 256, 64, 0>>>(x, n, out);\n}\n')
+    (tmp_path / "main.cpp").write_text(cuda_build.host_binding(KERNELS, binding))
+    (tmp_path / "fake.cpp").write_text(
+        "#include <cuda_runtime.h>\n"
+        "void scale(const float* x, long long n, float* out) {}\n"
+        'extern "C" { int launched = 0, same_kernel = 0; unsigned grid_x = 0, block_x = 0; size_t smem = 0;\n'
+        "             long long n_arg = 0; const void* x_arg = nullptr; }\n"
+        'extern "C" cudaError_t cudaLaunchKernel(const void* f, dim3 g, dim3 b, void** args, size_t s,\n'
+        "                                        cudaStream_t) {\n"
+        "  ++launched; grid_x = g.x; block_x = b.x; smem = s;\n"
+        "  same_kernel = f == reinterpret_cast<const void*>(&scale);\n"
+        "  x_arg = *static_cast<const float**>(args[0]); n_arg = *static_cast<long long*>(args[1]);\n"
+        "  return cudaSuccess;\n}\n")
+    proc = subprocess.run(["g++", "-shared", "-fPIC", "-I/usr/local/cuda/include", "main.cpp", "fake.cpp", "-o",
+                           "k.so"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lib = ctypes.CDLL(str(tmp_path / "k.so"))
+    lib.run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.run(0x1000, 1000, None)
+    got = {name: kind.in_dll(lib, name).value for name, kind in (
+        ("launched", ctypes.c_int), ("same_kernel", ctypes.c_int), ("grid_x", ctypes.c_uint),
+        ("block_x", ctypes.c_uint), ("smem", ctypes.c_size_t), ("n_arg", ctypes.c_longlong),
+        ("x_arg", ctypes.c_void_p))}
+    assert got == {"launched": 1, "same_kernel": 1, "grid_x": 4, "block_x": 256, "smem": 64, "n_arg": 1000,
+                   "x_arg": 0x1000}, got
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -575,11 +614,6 @@ def test_a_prepared_binding_object_links_with_a_host_and_kernel_object_into_a_mo
     assert names == "['scale_cuda'" and int(status) != 0  # the launch reached the runtime, which found no GPU
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Skipped launches (host layout): a switch in every build's launcher, for the checker's "what a launch that did
-# nothing leaves".
-
-
 def test_the_host_layout_key_covers_its_generated_launcher(monkeypatch):
     monkeypatch.setattr(cuda_build, "device_arch", lambda: "sm_90")
     args = (KERNELS, BINDING, CPP, ["scale_cuda"], ())
@@ -588,55 +622,29 @@ def test_the_host_layout_key_covers_its_generated_launcher(monkeypatch):
     assert cuda_build._key(*args, "host") != before[0] and cuda_build._key(*args, "split") == before[1]
 
 
-def test_launches_skipped_yields_false_without_a_switch_to_set():
-    with cuda_build.launches_skipped([]) as complete:
-        assert complete is False  # nothing built: no skipped call to read
-    with cuda_build.launches_skipped([types.SimpleNamespace(__file__="/nonexistent/k.so")]) as complete:
-        assert complete is False
+# ---------------------------------------------------------------------------------------------------------------------
+# cuda_build gathers the gpucourse.cuda modules' names; setting one there sets it where it is defined.
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/include/cuda_runtime.h") or cuda_build.tool("g++") is None,
-                    reason="needs CUDA's headers and g++")
-def test_inside_launches_skipped_a_host_layout_launch_never_reaches_the_runtime(tmp_path):
-    """A host-layout binding compiled by g++ into a shared library, loaded as a built module is, with CUDA's
-    cudaLaunchKernel replaced by one that counts its calls (and the kernel's host symbol by an empty function): its
-    launch reaches cudaLaunchKernel, except inside launches_skipped, and again after the block."""
-    import ctypes
+def test_setting_a_gathered_name_sets_it_in_the_module_that_uses_it(monkeypatch):
+    from gpucourse.cuda import inspection, tools
 
-    binding = ('extern "C" void run(const float* x, long long n, float* out) {\n'
-               '    scale<<<dim3((n + 255) / 256), 256, 0, 0>>>(x, n, out);\n}\n')
-    (tmp_path / "main.cpp").write_text(cuda_build.host_binding(KERNELS, binding))
-    (tmp_path / "fake.cpp").write_text(
-        "#include <cuda_runtime.h>\n"
-        'extern "C" int launched = 0;\n'
-        'extern "C" cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {\n'
-        "  ++launched;\n  return cudaSuccess;\n}\n"
-        "void scale(const float* x, long long n, float* out) {}\n")
-    proc = subprocess.run(["g++", "-shared", "-fPIC", "-I/usr/local/cuda/include", "main.cpp", "fake.cpp", "-o",
-                           "k.so"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lib = ctypes.CDLL(str(tmp_path / "k.so"))
-    launched = ctypes.c_int.in_dll(lib, "launched")
-    module = types.SimpleNamespace(__file__=str(tmp_path / "k.so"))
-    lib.run(None, 10, None)
-    assert launched.value == 1
-    with cuda_build.launches_skipped([module]) as complete:
-        assert complete is True
-        lib.run(None, 10, None)
-        assert launched.value == 1  # skipped
-    lib.run(None, 10, None)
-    assert launched.value == 2  # the switch is back where it was
-    with cuda_build.launches_skipped([module, module]) as complete:  # listed twice: set and restored as one
-        assert complete
-        lib.run(None, 10, None)
-    lib.run(None, 10, None)
-    assert launched.value == 3
+    assert all(hasattr(cuda_build, name) for name in cuda_build.__all__)
+    real_nvcc_path, real_flags = tools.nvcc_path, tools.NVCC_FLAGS
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: None)  # as lesson 04's tests do
+    monkeypatch.setattr(cuda_build, "NVCC_FLAGS", ("-O1",))  # as lab/explore_cuda_build_flags.py does
+    assert tools.nvcc_path() is None and tools.NVCC_FLAGS == ("-O1",)
+    with pytest.raises(cuda_build.ToolMissing, match="install the CUDA toolkit"):
+        inspection.compile_check("__global__ void k() {}", cache=False)
+    monkeypatch.undo()
+    assert tools.nvcc_path is real_nvcc_path and tools.NVCC_FLAGS == real_flags == cuda_build.NVCC_FLAGS
+    monkeypatch.setattr(cuda_build, "not_gathered", 1, raising=False)  # a new name stays on cuda_build alone
+    assert not any(hasattr(part, "not_gathered") for part in cuda_build._PARTS)
 
 
 _GPU_BUILDS = r"""
 import json, sys, torch
 from gpucourse import cuda_build
-from gpucourse.grading import launches
 from gpucourse.solutions import load_solutions
 
 ns = load_solutions("04_cuda_reduction")
@@ -652,23 +660,14 @@ for prefix, functions in (("BLOCK_SUM", ["block_sum_cuda"]), ("SUM_MANY", ["sum_
     got = torch.stack([fn(x) for x in xs]) if prefix == "BLOCK_SUM" else fn(xs)
     want = torch.stack([x.double().sum() for x in xs]).float()
     r["right"] = bool(torch.allclose(got, want, rtol=1e-5, atol=1e-4))
-    with launches.counting_cuda() as ran:
-        fn(xs[-1]) if prefix == "BLOCK_SUM" else fn(xs)
-        torch.cuda.synchronize()
-    r["kernels"] = sum(ran.values())
-    with cuda_build.launches_skipped() as complete, launches.counting_cuda() as skipped:
-        fn(xs[-1]) if prefix == "BLOCK_SUM" else fn(xs)
-        torch.cuda.synchronize()
-    r["complete"], r["kernels_skipped"] = complete, sum(skipped.values())
 print(json.dumps(out))
 """
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_lesson_04_s_builds_link_the_binding_object_right_and_their_launches_can_be_skipped(tmp_path):
+def test_on_a_gpu_lesson_04_s_builds_link_the_binding_object_and_sum_right(tmp_path):
     """The solution workbook's block_sum (host layout) and sum_many (split) built as the grader's workers build them,
-    with prepare_binding's object, in a fresh process and cache: right answers; block_sum's launches can be skipped
-    (launches_skipped: no kernel runs), sum_many's cannot (split: no switch) and the context says so."""
+    with prepare_binding's object, in a fresh process and cache: right answers."""
     env = dict(os.environ, GPUCOURSE_CACHE=str(tmp_path))
     env.pop(cuda_build.BINDING_ENV, None)
     proc = subprocess.run([sys.executable, "-c", _GPU_BUILDS], env=env, capture_output=True, text=True, timeout=900,
@@ -679,5 +678,3 @@ def test_on_a_gpu_lesson_04_s_builds_link_the_binding_object_right_and_their_lau
     assert bs["folder"] and sm["folder"] and bs["folder"] != sm["folder"]
     assert bs["layout"].startswith("host+binding") and sm["layout"].startswith("split+binding"), r
     assert bs["right"] and sm["right"], r
-    assert bs["kernels"] == 2 and bs["complete"] is True and bs["kernels_skipped"] == 0, bs
-    assert sm["kernels"] == 1 and sm["complete"] is False and sm["kernels_skipped"] == 1, sm

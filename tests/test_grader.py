@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from gpucourse.grading.exercise import get
-from gpucourse.grading import checker, grader, protocol, sandbox
+from gpucourse.grading import batch, checker, flags, grader, process, protocol, report, sandbox, staging
+from gpucourse.grading.outcome import Outcome
 from gpucourse.grading import cli as grader_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -290,7 +291,7 @@ def test_a_whole_workbooks_shipped_cells_raise_no_flag_its_own_cells_do(tmp_path
     """Issue 39: the cells the course ships in a workbook import the course's modules; a learner's whole workbook
     gets no flag from them, while a cell of the learner's own that imports the lessons is flagged and is an error."""
     learners = [i for i, c in enumerate(json.loads(open(WORKBOOK).read())["cells"]) if c["cell_type"] == "code"
-                and grader._cell_key("".join(c["source"])) not in grader.shipped_cells()]
+                and flags._cell_key("".join(c["source"])) not in grader.shipped_cells()]
     assert learners == [5, 8, 11], (
         f"{WORKBOOK} is exercises/06_tensor_cores.ipynb with a learner's cells 5, 8 and 11: after the workbook "
         f"changes, rebuild it from the new one (cells {learners} are not shipped)")
@@ -352,7 +353,7 @@ def test_course_code_used_reads_imports_not_text():
 def test_course_code_makes_a_verdict_an_error_naming_it():
     ex = get("quantize_per_channel")
     r = grader.Result(submission="s.py", status="passed", score=1.0, message="all 6 cases passed")
-    grader._course_code(r, ex, ["line 3: from gpucourse.lessons.l07_quantization.quant import qmax"])
+    report.course_code(r, ex, ["line 3: from gpucourse.lessons.l07_quantization.quant import qmax"])
     assert (r.status, r.score) == ("error", 0.0)
     assert r.message == ("quantize_per_channel used the course's own code: it imports the course's lessons (the "
                          "instructor's kernels and helpers) at line 3: from gpucourse.lessons.l07_quantization.quant "
@@ -364,6 +365,26 @@ def test_static_flags():
         "source walks the garbage collector (gc.get_objects/referrers)"]
     assert grader.static_flags("def vector_add(x, y):\n    return x + y\n") == []
     assert any("ctypes" in f for f in grader.static_flags("import ctypes"))
+
+
+def test_patching_a_course_helper_is_flagged_for_any_lesson_module_the_source_imports():
+    """The helpers a judge relies on: the kit's (syncs, roofline, asyncqueue) by name, and whatever lesson module
+    the source imports, under the name it binds; no lesson module is named in flags.py."""
+    helpers = "source monkeypatches the course's helpers (what judges rely on)"
+    for source in ("from gpucourse.lessons.l02_async_pipeline import trainloop\ntrainloop.train_fixed = None\n",
+                   "import gpucourse.lessons.l06_tensor_cores.waves as w\nw.gemm_waves = None\n",
+                   "from gpucourse.lessons.l10_training_scale import (budget,\n    ring as r)\nr.ring_all_reduce = 1\n",
+                   "from gpucourse import syncs\nsyncs.detect = None\n"):
+        assert helpers in grader.static_flags(source), source
+    for source in ("trainloop = make_loop()\ntrainloop.steps = 3\n",  # a name of its own, not the course's module
+                   "from gpucourse.lessons.l02_async_pipeline import trainloop\nsteps = trainloop.STEPS\n"):
+        assert helpers not in grader.static_flags(source), source
+    lessons = os.path.join(os.path.dirname(os.path.dirname(flags.__file__)), "lessons")
+    lesson_modules = {os.path.splitext(f)[0] for folder, _, files in os.walk(lessons) if "exercises" not in folder
+                      for f in files if f.endswith(".py") and not f.startswith("_")}
+    patterns = " ".join([pattern for pattern, _ in flags.SUSPICIOUS] + list(flags.JUDGE_HELPERS))
+    assert "trainloop" in lesson_modules
+    assert not [m for m in lesson_modules if re.search(rf"\b{m}\b", patterns)], patterns
 
 
 # --- the grader's side of the channel, with messages forged by hand ---------------------------------------------
@@ -380,7 +401,11 @@ def _result_msg(**fields) -> dict:
 
 def test_forged_result_fields_are_malformed_not_a_grader_error():
     outcome = grader._outcome(_result_msg(), 2)
-    assert outcome["triton_launches"] == {"add_kernel": 1} and outcome["ops"] == {"aten.add": 2}
+    assert isinstance(outcome, Outcome) and outcome.triton_launches == {"add_kernel": 1}
+    assert outcome["triton_launches"] == {"add_kernel": 1} and outcome["ops"] == {"aten.add": 2}  # as evaluate reads
+    assert outcome.get("uses") == {} and outcome.get("no such field", "none") == "none"
+    with pytest.raises(KeyError):
+        outcome["no such field"]
     missing_out = _result_msg()
     del missing_out["out"]
     forged = [missing_out, _result_msg(out={"number": "x"}), _result_msg(triton_launches={"add_kernel": "many"}),
@@ -536,7 +561,8 @@ def test_a_raised_message_is_the_exception_line_not_the_tracebacks_last_line():
         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     nvcc = ("Traceback (most recent call last):\n  File \"x.py\", line 9, in block_sum\n"
             "gpucourse.cuda_build.CudaCompileError: building block_sum failed:\n\n"
-            "cuda.cu(12): error: identifier \"total\" is undefined\n1 error detected in the compilation of \"cuda.cu\".\n")
+            "cuda.cu(12): error: identifier \"total\" is undefined\n"
+            "1 error detected in the compilation of \"cuda.cu\".\n")
     assert checker.exception_line(nvcc, "CudaCompileError") == \
         "gpucourse.cuda_build.CudaCompileError: building block_sum failed: cuda.cu(12): error: identifier \"total\" " \
         "is undefined"
@@ -750,7 +776,7 @@ def test_prebuilds_run_ahead_of_the_grading_slots(monkeypatch):
         time.sleep(0.2)
         return grader.Result(submission=st.path, status="passed", score=1.0, message="ok", seconds=st.seconds + 0.2)
 
-    monkeypatch.setattr(grader, "_needs_prebuild", lambda ex: True)
+    monkeypatch.setattr(staging, "needs_prebuild", lambda ex: True)
     monkeypatch.setattr(grader.pycache, "prepare", lambda **kw: None)  # the batch's setup, not what is timed here
     monkeypatch.setattr(grader, "prepare", fake_prepare)
     monkeypatch.setattr(grader, "grade_prepared", fake_grade)
@@ -787,7 +813,7 @@ def test_how_many_compile_at_once_is_jobs_or_the_environments(monkeypatch):
     def fake_grade(ex, st, timeout, gpu=None, mem_mb=grader.MEMORY_MB, isolation=None):
         return grader.Result(submission=st.path, status="passed", score=1.0, message="ok")
 
-    monkeypatch.setattr(grader, "_needs_prebuild", lambda ex: True)
+    monkeypatch.setattr(staging, "needs_prebuild", lambda ex: True)
     monkeypatch.setattr(grader, "prepare", fake_prepare)
     monkeypatch.setattr(grader, "grade_prepared", fake_grade)
     iso = sandbox.detect("process")
@@ -808,7 +834,7 @@ def test_a_pipelined_submission_is_graded_with_what_its_own_prebuild_left(monkey
     """The real prebuild and graded workers (CPU mode, in the sandbox where there is one), pipelined as grade() does
     for CUDA on a GPU: each submission's prebuild worker leaves a mark in its private /tmp, and its graded worker
     passes only if it finds its own (a slot given another submission's folder, or a fresh one, fails it)."""
-    monkeypatch.setattr(grader, "_needs_prebuild", lambda ex: True)
+    monkeypatch.setattr(staging, "needs_prebuild", lambda ex: True)
     with open(os.path.join(FOLDER, "right_basic.py")) as f:
         right = f.read()
     paths = []
@@ -884,7 +910,8 @@ def test_jobs_auto_is_the_usable_cpus_at_most_eight_and_one_per_gib_of_memory():
 def test_the_batch_header_says_how_many_are_graded_at_once(tmp_path):
     empty = tmp_path / "no_function.py"
     empty.write_text("x = 1\n")
-    for jobs, said in ((None, f"{grader_cli.auto_jobs()[0]} at a time (--jobs auto: "), ("3", "3 at a time (--jobs 3)")):
+    for jobs, said in ((None, f"{grader_cli.auto_jobs()[0]} at a time (--jobs auto: "),
+                       ("3", "3 at a time (--jobs 3)")):
         proc = _grade(["vector_add", str(empty), "--timeout", "120"] + (["--jobs", jobs] if jobs else []), timeout=300)
         assert proc.returncode == 0, proc.stderr
         header = proc.stderr.splitlines()[0]
@@ -998,7 +1025,7 @@ def test_phase_summary_of_a_pipelined_batch_says_what_the_slots_waited_and_the_r
 
 
 def test_prepared_submissions_no_slot_took_are_deleted_when_the_batch_stops(monkeypatch, tmp_path):
-    """_Ahead.close after a batch stopped part way: the staged copies and private folders of submissions that were
+    """batch.Ahead.close after a batch stopped part way: the staged copies and private folders of submissions that were
     prepared (their prebuild ran) but never graded are deleted, not left in the temp folder."""
     from gpucourse.grading import grader
 
@@ -1010,8 +1037,7 @@ def test_prepared_submissions_no_slot_took_are_deleted_when_the_batch_stops(monk
         made.append(folder)
         return grader.Prepared(path=path, stage=str(folder))
 
-    monkeypatch.setattr(grader, "prepare", fake_prepare)
-    ahead = grader._Ahead(None, [f"s{i}.py" for i in range(4)], 10.0, None, workers=2, slots=1)
+    ahead = batch.Ahead(fake_prepare, None, [f"s{i}.py" for i in range(4)], 10.0, None, workers=2, slots=1)
     taken = ahead.take(0)  # one slot took the first; the others are prepared ahead (3 = workers + slots)
     deadline = time.monotonic() + 10
     while len(made) < 3 and time.monotonic() < deadline:
@@ -1035,7 +1061,7 @@ def test_a_batch_shares_the_cores_among_its_workers_unless_the_instructor_set_th
         seen.append({k: env.get(k) for k in grader.THREADS_ENV})
         return env
 
-    monkeypatch.setattr(grader, "_worker_env", spy)
+    monkeypatch.setattr(process, "worker_env", spy)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(grader.os, "cpu_count", lambda: 6)
     ex, path = get("vector_add"), os.path.join(FOLDER, "right_basic.py")

@@ -1,7 +1,12 @@
-"""The GPU spec table: every required chip present, sourced, plausible; device names map to the right entry."""
+"""The GPU spec table: every required chip present, sourced, plausible; device names map to the right entry. And
+the lessons' use of solved workbooks: each its own, another lesson's only where declared."""
+import ast
+import importlib
+import os
+
 import pytest
 
-from gpucourse import specs
+from gpucourse import lessons, specs
 
 REQUIRED = ["T4", "L4", "A10G", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "RTX3090", "RTX4090",
             "RTX5090"]
@@ -47,3 +52,85 @@ def test_slug_names_results_files_after_the_spec_else_the_device(monkeypatch):
                        ("Some Future GPU (64 GB)", "some-future-gpu-64-gb")):
         monkeypatch.setattr(device, "hardware_props", lambda index=None, n=name: device.DeviceProps(n, 9, 0, 1, 1, 1))
         assert specs.slug() == want
+
+
+# --- Solved workbooks: a lesson reaches another lesson's only by declaring it --------------------------------------
+# Lesson modules load their own solved workbook through `solutions = gpucourse.solutions.for_lesson(LESSON)`. A call
+# naming another lesson's workbook (lesson 06 times lesson 05's matmul) is a dependency between lessons that the
+# import rule of tests/test_layout.py cannot see: the module declares it in USES_WORKBOOKS, and these tests hold
+# every such call to the declaration.
+
+_LESSONS_DIR = os.path.dirname(lessons.__file__)
+
+
+def _workbooks_named(source: str, stems) -> tuple:
+    """(the workbook stems that calls in ``source`` name, as a string argument "05_triton" or a path ending in
+    "05_triton.ipynb"; the stems its module-level ``USES_WORKBOOKS`` declares)."""
+    named, declared = set(), set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for arg in list(node.args) + [k.value for k in node.keywords]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    named |= {s for s in stems if arg.value == s or arg.value.endswith(f"{s}.ipynb")}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "USES_WORKBOOKS"
+                                                for t in node.targets):
+            declared |= set(ast.literal_eval(node.value))
+    return named, declared
+
+
+def _lesson_files():
+    for lesson in lessons.all_lessons():
+        folder = os.path.join(_LESSONS_DIR, f"l{lesson.notebook}")
+        for dirpath, _, files in os.walk(folder):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    yield lesson, os.path.join(dirpath, f)
+
+
+def test_a_lesson_names_another_lessons_workbook_only_where_it_declares_it():
+    stems = {lesson.notebook for lesson in lessons.all_lessons()}
+    wrong, borrowed = [], {}
+    for lesson, path in _lesson_files():
+        with open(path, encoding="utf-8") as f:
+            named, declared = _workbooks_named(f.read(), stems)
+        others = named - {lesson.notebook}
+        where = os.path.relpath(path, _LESSONS_DIR)
+        if others - declared:
+            wrong.append(f"{where} loads {sorted(others - declared)} without declaring it in USES_WORKBOOKS")
+        if declared - others:
+            wrong.append(f"{where} declares {sorted(declared - others)} in USES_WORKBOOKS but never loads it")
+        if others:
+            borrowed[where] = sorted(others)
+    assert not wrong, "\n".join(wrong)
+    assert borrowed == {os.path.join("l06_tensor_cores", "bench.py"): ["05_triton"]}
+
+
+def test_the_workbook_rule_sees_an_undeclared_call():
+    """The rule above must be able to fail: a call naming lesson 05's workbook, with and without its declaration."""
+    stems = {"05_triton", "06_tensor_cores"}
+    call = "from gpucourse.solutions import cached_solutions\nmm = cached_solutions('05_triton')['matmul']\n"
+    assert _workbooks_named(call, stems) == ({"05_triton"}, set())
+    assert _workbooks_named("USES_WORKBOOKS = ('05_triton',)\n" + call, stems) == ({"05_triton"}, {"05_triton"})
+    assert _workbooks_named("p = os.path.join(ROOT, 'solutions', '05_triton.ipynb')\n", stems)[0] == {"05_triton"}
+
+
+def test_each_lessons_solutions_is_its_own_workbook():
+    """Every lesson module that offers ``solutions`` (bench.py, measure.py) gets it from gpucourse.solutions.for_lesson
+    for its own lesson (the notebooks, gpu_smoke and benchmarks call ``bench.solutions()``)."""
+    from gpucourse import solutions as kit
+
+    found = 0
+    for lesson in lessons.all_lessons():
+        for name in ("bench", "measure"):
+            if not os.path.exists(os.path.join(_LESSONS_DIR, f"l{lesson.notebook}", f"{name}.py")):
+                continue
+            module = importlib.import_module(f"{lesson.package}.{name}")
+            sol = getattr(module, "solutions", None)
+            if sol is None:
+                continue
+            found += 1
+            assert sol.__doc__ == kit.for_lesson(lesson).__doc__, (lesson.id, name)
+            assert f"solutions/{lesson.notebook}.ipynb" in sol.__doc__
+    assert found == 6  # lessons 03-08

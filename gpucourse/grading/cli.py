@@ -294,8 +294,9 @@ def _collect(args, ex, submissions: list, say: bool = True):
                                          [student])
                 implied.append(student)
                 if say:
-                    print(f"gpucourse grade: note: {gradebook.printable(path)} is student {gradebook.printable(student)}"
-                          f" of the nbgrader course {gradebook.printable(os.path.dirname(root))}: graded as --student "
+                    print(f"gpucourse grade: note: {gradebook.printable(path)} is student "
+                          f"{gradebook.printable(student)} of the nbgrader course "
+                          f"{gradebook.printable(os.path.dirname(root))}: graded as --student "
                           f"{gradebook.printable(student)}", file=sys.stderr)
             elif os.path.isdir(path) and gradebook.nbgrader_root(path):
                 nbgrader_seen = True

@@ -1,8 +1,10 @@
 """What an exercise is: plain data that the checker and the batch grader read (like popcorn's task.yml), and the
 registry that finds every exercise.
 
-An exercise names the function the learner writes, the kind of kernel it must launch, how to make inputs for each
-named case, the reference that gives the right answer, the tolerance per dtype and (GPU only) a speed target. The
+An exercise names the function the learner writes, the kind of kernel it must launch, its named cases, the
+tolerance per dtype and (GPU only) a speed target. It comes in two forms: compared (:class:`Exercise`: how to make
+inputs for each case and the reference that gives the right answer) and judged (:class:`JudgedExercise`: a judge
+that calls the learner's function itself and says what is wrong). ``ex.judge is not None`` tells them apart. The
 checker never contains per-exercise code: a lesson adds an exercise by adding one module to its ``exercises/``
 package (``gpucourse/lessons/lNN_topic/exercises/<id>.py``) that defines ``EXERCISE``; :func:`get` and
 :func:`all_ids` find it by discovery.
@@ -142,6 +144,8 @@ class Perf:
     ``baseline``: ``"copy"`` (a torch copy moving the same bytes) or ``"reference"`` (the reference function).
     ``target``: the fraction of the baseline's speed to reach (0.8 = 80 %). ``params``: the case to time, usually
     larger than the correctness cases. ``bytes``: bytes the operation must move, from the arguments.
+    ``make_inputs``: how the timed step's inputs are made from ``params``; a compared exercise's own by default, and
+    required for a judged one (which has none).
     """
 
     baseline: str
@@ -153,6 +157,7 @@ class Perf:
     # writes a buffer (do_bench's way), "read" reads one, which leaves L2 clean; short memory-bound kernels want
     # "read" (a write flush charges them for writing back someone else's lines; lesson 07, section 1).
     flush_l2: bool | str = True
+    make_inputs: Callable | None = None
 
 
 class JudgeTimeout(Exception):
@@ -161,71 +166,26 @@ class JudgeTimeout(Exception):
     grader's ``--timeout`` stops a submission, with the judge's message saying what probably hung."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Exercise:
-    """One exercise. ``make_inputs(params, generator) -> tuple`` builds CPU arguments (tensors may be strided views;
-    the checker moves them to the device and surrounds them with canary memory). ``reference(*args)`` computes the
-    answer and is only ever run by the checker, never by the learner's code.
-
-    ``judge`` (optional) is for exercises whose answer is not an output to compare with a reference, e.g. a timer
-    (is the number it returns close to a measured truth?) or a loop that must not synchronize. Then the checker
-    calls ``judge(fn, case.params, seed)`` for each case instead of make_inputs/reference/compare, and the judge
-    returns the list of problems it found (empty: the case passed). Exceptions from the learner's ``fn`` propagate
-    (the checker reports them as the learner's). ``make_inputs`` and ``reference`` are then unused (None).
-    ``gpucourse.check`` runs the judge in-process; the batch grader runs it inside its isolated worker, where ``fn``
-    returns only plain values (exact dicts, lists, numbers, strings, plain tensors) and everything the judge relies on
-    is restored after each call into ``fn``. So a judge should build its inputs and its expected answer before calling
-    ``fn``, import what it uses at module level (so it is loaded before the submission), and after the call look only
-    at what ``fn`` returned and at objects it kept itself -- not call methods of objects ``fn`` was given. Objects
-    the course holds that ``fn`` could have reached (the stand-in device queue, a detector's log) are made fresh or
-    checked against the judge's own record, and where the course's package already computes the answer, the call
-    runs inside ``grading.traps.trapped(<those functions>)``, so a submission that imports the instructor's solution
-    gets an error naming it.
-    """
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BaseExercise:
+    """What every exercise declares, compared (:class:`Exercise`) or judged (:class:`JudgedExercise`): the function
+    the learner writes, the kind of kernel it must launch, its named cases, and what the checker and the grader read
+    of either form."""
 
     id: str
     function: str  # the name the learner defines at top level
     signature: str  # shown in messages, e.g. "vector_add(x: Tensor, y: Tensor) -> Tensor"
     statement: str
     kind: str  # "triton", "cuda" or "none": which kind of kernel must be launched
-    make_inputs: Callable
-    reference: Callable
     cases: tuple
     tolerance: dict = dataclasses.field(default_factory=dict)  # dtype name -> Tolerance, overriding the defaults
-    determinism: str | None = "bitwise"  # run twice on the same inputs: "bitwise", "tolerance" or None
     reference_ops: tuple = ()  # aten op prefixes (e.g. "aten.add") whose use is flagged for a human look
-    forbidden_ops: tuple = ()  # aten op prefixes that fail a case when called on anything (e.g. attention, fp8 GEMMs)
-    # Kinds "triton" and "cuda": torch compute ops on the inputs, or on anything derived from them (copies, views,
-    # what a launched kernel wrote), fail the case; allocation, views, copies and fills are allowed (launches.py:
-    # FREE_OPS). ``allowed_ops`` names the aten ops (e.g. "aten.sum") allowed on derived results, never on the inputs
-    # themselves, e.g. a final sum of per-block partials; the exercise's statement says so.
-    allowed_ops: tuple = ()
-    max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
     gpu_only: bool = False  # cases that cannot run in CPU mode (e.g. CUDA C++ kernels)
-    # Kind "cuda": (cpp, functions) as the workbook's build() declares them. The batch grader compiles that pybind11
-    # module once (cuda_build.prepare_binding) and a submission declaring the same links it instead of compiling it.
-    cuda_binding: tuple = ()
-    # Inputs keep their place relative to a 16-byte (up to 256-byte) boundary: make_inputs may return views such as
-    # x[1:] and the kernel then sees a pointer 4 bytes past one (guards.lead), in lists of tensors too. Off by default:
-    # every input then starts on a fresh, aligned boundary.
-    keep_alignment: bool = False
-    tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
-    # hints(params, args, expected, out) -> list of str: the exercise's own hints for a case whose output has wrong
-    # values (params: the case's drawn parameters; args: the pristine inputs; out: the output, on the CPU), shown
-    # before the checker's generic ones (checker.evaluate). E.g. flash_attention: a ragged S needs masked loads.
-    hints: Callable | None = None
     perf: Perf | None = None
-    judge: Callable | None = None  # judge(fn, params, seed) -> list of problems (or raises JudgeTimeout); see above
-    # max_extra_bytes(*args) -> bytes the call may allocate beyond its inputs: on a GPU its peak (measured with
-    # torch.cuda.max_memory_allocated; the lower of the case's two calls, so an autotuner's first-call buffers pass),
-    # in CPU mode the sum of what torch.empty/empty_like/new_empty handed out during the call.
-    max_extra_bytes: Callable | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"exercise {self.id!r}: kind must be one of {KINDS}, not {self.kind!r}")
-        if self.determinism not in ("bitwise", "tolerance", None):
-            raise ValueError(f"exercise {self.id!r}: determinism must be 'bitwise', 'tolerance' or None")
         names = [c.name for c in self.cases]
         if len(set(names)) != len(names):
             raise ValueError(f"exercise {self.id!r}: case names must be unique, got {names}")
@@ -242,6 +202,79 @@ class Exercise:
             if c.name == name:
                 return c
         raise KeyError(f"exercise {self.id!r} has no case {name!r}; cases: {[c.name for c in self.cases]}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Exercise(BaseExercise):
+    """A compared exercise: the learner's output is compared with a reference's. ``make_inputs(params, generator)
+    -> tuple`` builds CPU arguments (tensors may be strided views; the checker moves them to the device and surrounds
+    them with canary memory). ``reference(*args)`` computes the answer and is only ever run by the checker, never by
+    the learner's code."""
+
+    make_inputs: Callable
+    reference: Callable
+    determinism: str | None = "bitwise"  # run twice on the same inputs: "bitwise", "tolerance" or None
+    forbidden_ops: tuple = ()  # aten op prefixes that fail a case when called on anything (e.g. attention, fp8 GEMMs)
+    # Kinds "triton" and "cuda": torch compute ops on the inputs, or on anything derived from them (copies, views,
+    # what a launched kernel wrote), fail the case; allocation, views, copies and fills are allowed (launches.py:
+    # FREE_OPS). ``allowed_ops`` names the aten ops (e.g. "aten.sum") allowed on derived results, never on the inputs
+    # themselves, e.g. a final sum of per-block partials; the exercise's statement says so.
+    allowed_ops: tuple = ()
+    max_launches: int | None = None  # per call, for exercises about launch counts (kind "triton" or "cuda")
+    # Kind "cuda": (cpp, functions) as the workbook's build() declares them. The batch grader compiles that pybind11
+    # module once (cuda_build.prepare_binding) and a submission declaring the same links it instead of compiling it.
+    cuda_binding: tuple = ()
+    # Inputs keep their place relative to a 16-byte (up to 256-byte) boundary: make_inputs may return views such as
+    # x[1:] and the kernel then sees a pointer 4 bytes past one (guards.lead), in lists of tensors too. Off by default:
+    # every input then starts on a fresh, aligned boundary.
+    keep_alignment: bool = False
+    tf32_possible: bool = False  # matmul-like: an error pattern near 1e-3 gets the TF32 hint
+    # hints(params, args, expected, out) -> list of str: the exercise's own hints for a case whose output has wrong
+    # values (params: the case's drawn parameters; args: the pristine inputs; out: the output, on the CPU), shown
+    # before the checker's generic ones (check_verdict.evaluate). E.g. flash_attention: a ragged S needs masked loads.
+    hints: Callable | None = None
+    # max_extra_bytes(*args) -> bytes the call may allocate beyond its inputs: on a GPU its peak (measured with
+    # torch.cuda.max_memory_allocated; the lower of the case's two calls, so an autotuner's first-call buffers pass),
+    # in CPU mode the sum of what torch.empty/empty_like/new_empty handed out during the call.
+    max_extra_bytes: Callable | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.determinism not in ("bitwise", "tolerance", None):
+            raise ValueError(f"exercise {self.id!r}: determinism must be 'bitwise', 'tolerance' or None")
+
+    @property
+    def judge(self) -> None:
+        """A compared exercise has no judge (:class:`JudgedExercise` has one)."""
+        return None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JudgedExercise(BaseExercise):
+    """An exercise whose answer is not an output to compare with a reference, e.g. a timer (is the number it returns
+    close to a measured truth?) or a loop that must not synchronize. The checker calls ``judge(fn, case.params,
+    seed)`` for each case, and the judge returns the list of problems it found (empty: the case passed), or raises
+    :class:`JudgeTimeout`. Exceptions from the learner's ``fn`` propagate (the checker reports them as the
+    learner's). A speed target (``perf``) gives its own ``make_inputs`` and the ``"copy"`` baseline.
+
+    ``gpucourse.check`` runs the judge in-process; the batch grader runs it inside its isolated worker, where ``fn``
+    returns only plain values (exact dicts, lists, numbers, strings, plain tensors) and everything the judge relies on
+    is restored after each call into ``fn``. So a judge should build its inputs and its expected answer before calling
+    ``fn``, import what it uses at module level (so it is loaded before the submission), and after the call look only
+    at what ``fn`` returned and at objects it kept itself -- not call methods of objects ``fn`` was given. Objects
+    the course holds that ``fn`` could have reached (the stand-in device queue, a detector's log) are made fresh or
+    checked against the judge's own record, and where the course's package already computes the answer, the call
+    runs inside ``grading.traps.trapped(<those functions>)``, so a submission that imports the instructor's solution
+    gets an error naming it. A judge's case parameters travel to the grader's worker by pickling: plain data only.
+    """
+
+    judge: Callable  # judge(fn, params, seed) -> list of problems (or raises JudgeTimeout)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.perf is not None and (self.perf.make_inputs is None or self.perf.baseline != "copy"):
+            raise ValueError(f"exercise {self.id!r}: a judged exercise's speed target needs its own make_inputs and "
+                             f"the 'copy' baseline (there is no reference to time)")
 
 
 def _modules() -> dict:
@@ -264,13 +297,13 @@ def all_ids() -> list:
     return sorted(_modules())
 
 
-def get(exercise_id: str) -> Exercise:
+def get(exercise_id: str) -> BaseExercise:
     """The exercise with this id; KeyError naming the known ids otherwise."""
     modules = _modules()
     if exercise_id not in modules:
         raise KeyError(f"unknown exercise {exercise_id!r}; known exercises: {', '.join(sorted(modules))}")
     module = importlib.import_module(modules[exercise_id])
     ex = getattr(module, "EXERCISE", None)
-    if not isinstance(ex, Exercise) or ex.id != exercise_id:
+    if not isinstance(ex, BaseExercise) or ex.id != exercise_id:
         raise KeyError(f"module {module.__name__} must define EXERCISE with id {exercise_id!r}")
     return ex

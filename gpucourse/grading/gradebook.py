@@ -422,8 +422,9 @@ def read_existing(path: str, columns: list = COLUMNS) -> Existing:
             head = raw
             if [c.lstrip("\ufeff") for c in cells[:1]] + cells[1:] != columns:
                 raise LayoutError(f"{printable(path)} exists and is not a gradebook this command writes (its columns "
-                                  f"are {printable(', '.join(cells))[:200]}; this gradebook's are {', '.join(columns)}):"
-                                  f" name another --gradebook file, or pass --replace-gradebook to overwrite it")
+                                  f"are {printable(', '.join(cells))[:200]}; this gradebook's are "
+                                  f"{', '.join(columns)}): name another --gradebook file, or pass --replace-gradebook "
+                                  f"to overwrite it")
             continue
         if not any(cells):
             records.append((None, None, raw))  # a blank line: kept as it is

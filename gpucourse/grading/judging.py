@@ -1,7 +1,7 @@
 """Judged exercises in the batch grader's worker: the exercise's judge runs on helpers the submission cannot have
 changed, and sees only plain values from the learner's function.
 
-A judged exercise (``Exercise.judge``) is decided by code that runs next to the learner's function: it watches the
+A judged exercise (``JudgedExercise``) is decided by code that runs next to the learner's function: it watches the
 call (synchronizations, timings) and then compares what came back. In the worker that code shares its process with a
 possibly hostile submission, which could patch what the judge relies on -- ``torch.allclose``,
 ``gpucourse.syncs.detect``, a tolerance constant, the sync detector's tables, a global forward hook -- while it is

@@ -9,7 +9,7 @@ import pytest
 
 import gpucourse
 from submissions_util import right_submission
-from gpucourse.grading.exercise import Case, Exercise, all_ids
+from gpucourse.grading.exercise import Case, JudgedExercise, all_ids
 from gpucourse.grading import checker
 
 
@@ -29,9 +29,8 @@ def test_judge_extension(monkeypatch):
         got = fn(params["k"])
         return [] if got == 2 * params["k"] else [f"got {got}, expected {2 * params['k']}"]
 
-    ex = Exercise(id="double", function="double", signature="double(k) -> int", statement="", kind="none",
-                  make_inputs=None, reference=None, cases=(Case("one", {"k": 1}), Case("five", {"k": 5})),
-                  judge=judge)
+    ex = JudgedExercise(id="double", function="double", signature="double(k) -> int", statement="", kind="none",
+                        cases=(Case("one", {"k": 1}), Case("five", {"k": 5})), judge=judge)
     monkeypatch.setattr(checker, "_get_exercise", lambda _id: ex)
     assert gpucourse.check("double", lambda k: 2 * k, quiet=True).passed
     r = gpucourse.check("double", lambda k: k + 1, quiet=True)

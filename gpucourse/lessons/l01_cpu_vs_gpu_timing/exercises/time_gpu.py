@@ -7,7 +7,7 @@ import time
 
 from gpucourse import asyncqueue, device
 from gpucourse.asyncqueue import sleep_kernel, synchronize
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 
 STATEMENT = """\
 Write `time_gpu(fn, *args, reps=10)` that returns how long one call `fn(*args)` takes, in milliseconds (a float):
@@ -127,14 +127,12 @@ def judge(time_gpu, params: dict, seed: int) -> list:
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="time_gpu",
     function="time_gpu",
     signature="time_gpu(fn, *args, reps=10) -> float (milliseconds)",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,
-    reference=None,
     cases=(
         Case("a 2 ms kernel", {"ms": 2.0}),
         # reps=2: a timer that counts the queued work adds 15 ms to a 1 ms call, which a loaded machine cannot hide
@@ -144,6 +142,5 @@ EXERCISE = Exercise(
         # warm-up) reports ~30 ms; with reps=10 the median would hide that call.
         Case("a 1 ms kernel whose first call takes 60 ms more, reps=2", {"ms": 1.0, "slow_first": 60.0, "reps": 2}),
     ),
-    determinism=None,
     judge=judge,
 )

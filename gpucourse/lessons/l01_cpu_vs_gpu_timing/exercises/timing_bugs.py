@@ -1,7 +1,7 @@
 """Lesson 01's second exercise: name the main bug in three GPU timing snippets."""
 from __future__ import annotations
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 
 BUGS = {
     "no_sync": "the clock stops before the GPU has finished: it times the launch, not the work",
@@ -91,15 +91,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return []
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="timing_bugs",
     function="timing_bugs",
     signature="timing_bugs() -> dict",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,
-    reference=None,
     cases=tuple(Case(f"snippet {k}", {"snippet": k}) for k in SNIPPETS),
-    determinism=None,
     judge=judge,
 )

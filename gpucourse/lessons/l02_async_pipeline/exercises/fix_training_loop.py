@@ -5,10 +5,10 @@ import os
 
 import torch
 
-from gpucourse import syncs  # at module level: loaded before a graded submission is (see Exercise.judge)
+from gpucourse import syncs  # at module level: loaded before a graded submission is (see JudgedExercise)
 
 from .. import trainloop
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
 STATEMENT = """\
@@ -114,18 +114,15 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems + unseen
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="fix_training_loop",
     function="train_fast",
     signature="train_fast(model, opt, batches) -> dict of device tensors",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,
-    reference=None,
     cases=(
         Case("8 steps", {"steps": 8}),
         Case("12 steps, NaN in batch 5", {"steps": 12, "nan_at": 5}),
     ),
-    determinism=None,
     judge=judge,
 )

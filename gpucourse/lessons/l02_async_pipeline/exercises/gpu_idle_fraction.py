@@ -1,6 +1,6 @@
 """Lesson 02's profiling exercise: the GPU's idle share of a profiled window, from the kernels of a trace.
 
-Judged (``Exercise.judge``): each case names a trait of real profiler traces (kernels of two streams overlapping, a
+Judged (``JudgedExercise``): each case names a trait of real profiler traces (kernels of two streams overlapping, a
 short kernel nested in a long one, kernels crossing the window's edges or entirely outside it, the unsorted order a
 trace lists them in, no kernel at all, kernels that touch and zero-length ones) and the judge draws a fresh trace with
 that trait from the case's secret seed, so no table of answers passes. The answer must be within ``TOLERANCE`` of the
@@ -15,7 +15,7 @@ import numbers
 import random
 
 from gpucourse import timeline
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
 STATEMENT = """\
@@ -283,14 +283,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return compare_answer(kernels, t0, t1, expected, got)
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="gpu_idle_fraction",
     function="gpu_idle_fraction",
     signature="gpu_idle_fraction(kernels: list, t0: float, t1: float) -> float",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` makes the trace (``make_inputs``) and the expected answer itself
-    reference=None,
     cases=(  # each a trait of real traces; the kernels are drawn afresh from each case's seed
         Case("one stream, sorted, inside the window", {"trace": "one stream"}),
         Case("two streams overlapping", {"trace": "overlapping"}),
@@ -301,6 +299,5 @@ EXERCISE = Exercise(
         Case("touching and zero-length kernels", {"trace": "touching"}),
         Case("a whole trace: all of the above, unsorted", {"trace": "everything"}),
     ),
-    determinism=None,
     judge=judge,
 )

@@ -1,6 +1,6 @@
 """Lesson 03's first exercise: arithmetic intensity and the bound of each operation, from its description.
 
-Judged (``Exercise.judge``) numerically: sizes are drawn afresh for every check and the ceilings (bandwidth and both
+Judged (``JudgedExercise``) numerically: sizes are drawn afresh for every check and the ceilings (bandwidth and both
 math roofs, tensor cores and CUDA cores) are those of this device (its datasheet; in CPU mode an H100 SXM's, since
 there is no GPU to describe) and of two other GPUs from the spec table, so an answer copied from one run does not pass
 the next. Two of the ops drawn fall between the two ridges, so an answer that judges every op against one ops:byte
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from gpucourse import roofline
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
 STATEMENT = """\
@@ -228,19 +228,16 @@ def compare_answers(expected: dict, got, ratio=None, units: dict | None = None) 
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="roofline_classify",
     function="roofline_classify",
     signature="roofline_classify(ops: dict, ceilings: dict) -> dict",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` makes the inputs and the expected answer itself
-    reference=None,
     cases=(
         Case("this device's datasheet (an H100 SXM's in CPU mode)", {"gpu": "this device"}),
         Case("an L4 (datasheet)", {"gpu": "L4"}),
         Case("an A100 80GB (datasheet)", {"gpu": "A100-80GB"}),
     ),
-    determinism=None,
     judge=judge,
 )

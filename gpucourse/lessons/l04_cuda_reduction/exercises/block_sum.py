@@ -52,7 +52,8 @@ EXERCISE = Exercise(
     signature="block_sum(x: Tensor) -> Tensor",
     statement=STATEMENT,
     kind="cuda",
-    cuda_binding=("torch::Tensor block_sum_cuda(torch::Tensor x);", ("block_sum_cuda",)),  # the workbook's BLOCK_SUM_CPP and functions
+    # the workbook's BLOCK_SUM_CPP and functions
+    cuda_binding=("torch::Tensor block_sum_cuda(torch::Tensor x);", ("block_sum_cuda",)),
     make_inputs=make_inputs,
     reference=reference,
     cases=tuple(Case(f"n={n}", {"n": n}) for n in (0, 1, 31, 32, 33, 1023, 1025, 4097, 65_537)) + (

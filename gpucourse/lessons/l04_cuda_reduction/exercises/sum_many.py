@@ -53,7 +53,8 @@ EXERCISE = Exercise(
     signature="sum_many(tensors: list[Tensor]) -> Tensor",
     statement=STATEMENT,
     kind="cuda",
-    cuda_binding=("torch::Tensor sum_many_cuda(std::vector<torch::Tensor> tensors);", ("sum_many_cuda",)),  # the workbook's SUM_MANY_CPP and functions
+    # the workbook's SUM_MANY_CPP and functions
+    cuda_binding=("torch::Tensor sum_many_cuda(std::vector<torch::Tensor> tensors);", ("sum_many_cuda",)),
     make_inputs=make_inputs,
     reference=reference,
     cases=(

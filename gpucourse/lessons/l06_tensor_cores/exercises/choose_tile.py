@@ -1,12 +1,12 @@
 """Lesson 06's second exercise: choose the tile that the wave model says is fastest for a GEMM shape.
 
-Judged (``Exercise.judge``): every case draws fresh shapes and per-SM tile speeds from the check's secret seed; the
+Judged (``JudgedExercise``): every case draws fresh shapes and per-SM tile speeds from the check's secret seed; the
 judge times every candidate with :func:`gpucourse.lessons.l06_tensor_cores.waves.predicted_ms` (as
 ``waves.choose_tile`` does) so that where two tiles predict the same time (to 1e-9), either is accepted.
 """
 from __future__ import annotations
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
 from .. import waves
@@ -86,14 +86,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="choose_tile",
     function="choose_tile",
     signature="choose_tile(M: int, N: int, K: int, tiles: dict, num_sms: int) -> tuple",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` draws the problems and the expected tiles itself
-    reference=None,
     cases=(
         Case("H100, square GEMMs", {"family": "square"}),
         Case("H100, skinny outputs (N from 16 to 512)", {"family": "skinny"}),
@@ -101,6 +99,5 @@ EXERCISE = Exercise(
         Case("an A100 (108 SMs), any shape", {"family": "A100"}),
         Case("a T4 (40 SMs), any shape", {"family": "T4"}),
     ),
-    determinism=None,
     judge=judge,
 )

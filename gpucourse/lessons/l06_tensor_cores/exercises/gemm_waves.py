@@ -1,13 +1,13 @@
 """Lesson 06's first exercise: how many tiles and waves a GEMM's output makes on a GPU, and how full the last wave is.
 
-Judged (``Exercise.judge``): every case draws fresh shapes, tiles and SM counts from the check's secret seed and
+Judged (``JudgedExercise``): every case draws fresh shapes, tiles and SM counts from the check's secret seed and
 compares the learner's dict with :func:`gpucourse.lessons.l06_tensor_cores.waves.gemm_waves`, shape by shape.
 """
 from __future__ import annotations
 
 import math
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
 from .. import waves
@@ -117,14 +117,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="gemm_waves",
     function="gemm_waves",
     signature="gemm_waves(M: int, N: int, tile_m: int, tile_n: int, num_sms: int) -> dict",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` draws the shapes and the expected answers itself
-    reference=None,
     cases=(
         Case("H100 N sweep: M=8192, 128×256 tiles, 132 SMs", {"family": "sweep"}),
         Case("M and N not multiples of the tile (ceil division)", {"family": "ragged"}),
@@ -133,6 +131,5 @@ EXERCISE = Exercise(
         Case("1×1 output, one row, one column", {"family": "tiny"}),
         Case("a T4: 40 SMs, 64×64 tiles", {"family": "T4"}),
     ),
-    determinism=None,
     judge=judge,
 )

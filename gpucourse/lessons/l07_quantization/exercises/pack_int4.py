@@ -1,6 +1,6 @@
 """Lesson 07's second exercise: pack two int4 values into each byte, in the lesson's layout.
 
-Judged (``Exercise.judge``), because one case checks a refusal: the statement asks for a ValueError on an odd K, and
+Judged (``JudgedExercise``), because one case checks a refusal: the statement asks for a ValueError on an odd K, and
 a function that packs anyway (or raises something else) fails that case. The other cases compare the bytes exactly
 with the lesson's packing, on inputs drawn from the case's seed, and check that ``q`` is left as it was.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpucourse import device
 from gpucourse.grading import compare
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 
 STATEMENT = """\
 Write `pack_int4(q)` that packs the int4 values of `q` two per byte and returns a new uint8 tensor of shape
@@ -71,14 +71,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return m.problems + [f"hint: {h}" for h in m.hints]
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="pack_int4",
     function="pack_int4",
     signature="pack_int4(q: Tensor) -> Tensor",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` makes the inputs, checks the refusal and compares the bytes
-    reference=None,
     cases=(
         Case("every value in [-8, 7], both nibbles, 16x32", {"n": 16, "k": 32, "kind": "every value"}),
         Case("random 64x128", {"n": 64, "k": 128}),
@@ -86,6 +84,5 @@ EXERCISE = Exercise(
         Case("one byte: 1x2", {"n": 1, "k": 2}),
         Case("K = 31 (odd): a ValueError", {"n": 4, "k": 31, "kind": "odd K"}),
     ),
-    determinism=None,
     judge=judge,
 )

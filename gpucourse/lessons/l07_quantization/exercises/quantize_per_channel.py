@@ -1,16 +1,16 @@
 """Lesson 07's first exercise: symmetric per-channel quantization, one float32 scale per output row.
 
-Judged (``Exercise.judge``): the answer is a pair ``(q, scale)``, and what makes it right is a set of properties
+Judged (``JudgedExercise``): the answer is a pair ``(q, scale)``, and what makes it right is a set of properties
 (dtypes, shapes, one scale per row equal to that row's max|w| / qmax, every integer in range, every weight rounded to
 its nearest level), which the judge checks one by one and names the first rows that break them.
 """
 from __future__ import annotations
 
 from gpucourse import device
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
-from .. import quant  # at module level: loaded before a graded submission is (see Exercise.judge)
+from .. import quant  # at module level: loaded before a graded submission is (see JudgedExercise)
 
 STATEMENT = """\
 Write `quantize_per_channel(w, bits)` that returns `(q, scale)`: symmetric quantization of the weight matrix `w`
@@ -122,14 +122,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="quantize_per_channel",
     function="quantize_per_channel",
     signature="quantize_per_channel(w: Tensor, bits: int) -> tuple[Tensor, Tensor]",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` makes the inputs and checks the answer itself
-    reference=None,
     cases=(
         Case("int8, 64x256", {"n": 64, "k": 256, "bits": 8}),
         Case("int4, 33x77 (K not a power of two)", {"n": 33, "k": 77, "bits": 4}),

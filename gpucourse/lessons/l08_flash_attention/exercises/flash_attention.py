@@ -106,11 +106,11 @@ def hints(params: dict, args, expected, out) -> list:
     got, ref = out[..., s - 1, :].float(), expected[..., s - 1, :].float()
     if not bool((~torch.isfinite(got) & torch.isfinite(ref)).any()):
         return []
-    return [f"S={s} is not a multiple of your block size, and the last row of the output, whose keys reach into the last, "
-            f"partial block, holds NaN or Inf: loads without a mask read past the end of k and v (what lies there is "
-            f"not yours; here, the checker's NaN guard values), and masking the store does not stop that. Mask the "
-            f"loads too: tl.load(..., mask=cols < S, other=0.0) for k and v (and q's rows likewise), and set the "
-            f"scores of keys past S to -inf (tl.where(cols < S, s, float('-inf'))) before the row maximum"]
+    return [f"S={s} is not a multiple of your block size, and the last row of the output, whose keys reach into the "
+            f"last, partial block, holds NaN or Inf: loads without a mask read past the end of k and v (what lies "
+            f"there is not yours; here, the checker's NaN guard values), and masking the store does not stop that. "
+            f"Mask the loads too: tl.load(..., mask=cols < S, other=0.0) for k and v (and q's rows likewise), and set "
+            f"the scores of keys past S to -inf (tl.where(cols < S, s, float('-inf'))) before the row maximum"]
 
 
 def attention_flops(q, k, v, causal=False) -> float:

@@ -1,6 +1,6 @@
 """Lesson 08's first exercise: softmax over the rows of a 2-D tensor in one pass over its column blocks.
 
-Judged (``Exercise.judge``): the judge hands the learner's function a read-counting tensor (``readcount.Reader``), so
+Judged (``JudgedExercise``): the judge hands the learner's function a read-counting tensor (``readcount.Reader``), so
 the check proves what the exercise is about: every element of ``x`` read exactly once, by operations that each see
 at most ``block`` columns, and the answer equal to softmax. Reading a block once and keeping it is allowed (that is
 what a kernel does with a tile); a second pass over ``x`` (the max first, then the exponentials) is not, nor one
@@ -17,7 +17,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from gpucourse import device
 from gpucourse.grading import compare
-from gpucourse.grading.exercise import Case, Exercise, Tolerance
+from gpucourse.grading.exercise import Case, JudgedExercise, Tolerance
 
 from ..readcount import Counted, Reader
 
@@ -157,14 +157,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems + m.problems + [f"hint: {h}" for h in m.hints]
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="online_softmax",
     function="online_softmax",
     signature="online_softmax(x: Tensor, block: int) -> Tensor",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` makes the inputs and checks reads and answer itself
-    reference=None,
     cases=(
         Case("4x64, block 16 (whole blocks)", {"rows": 4, "cols": 64, "block": 16}),
         Case("3x100, block 32 (ragged last block)", {"rows": 3, "cols": 100, "block": 32}),
@@ -177,6 +175,5 @@ EXERCISE = Exercise(
         Case("bfloat16, 3x130, block 32", {"rows": 3, "cols": 130, "block": 32, "dtype": "bfloat16"}),
     ),
     tolerance={"float32": Tolerance(1e-5, 1e-6)},
-    determinism=None,
     judge=judge,
 )

@@ -1,10 +1,11 @@
 """Lesson 09's first exercise: the residual add and RMSNorm of a transformer block, fused in one Triton kernel.
 
 The answer is a pair ``(out, new_residual)``, which the checker's comparison of one output does not take, so the
-exercise is judged (``Exercise.judge``) by the checker's own pieces, once per output: the inputs inside canary
+exercise is judged (``JudgedExercise``) by the checker's own pieces, once per output: the inputs inside canary
 memory, allocations poisoned, compute ops on the inputs or on what was derived from them recorded, the call made
 twice (bitwise the same) and once more with every Triton launch skipped (what a launch that did nothing leaves),
-then :func:`checker.evaluate` for ``out`` and for ``new_residual`` against the float64 reference. Launches are
+then :func:`checker.evaluate` for ``out`` and for ``new_residual`` against the float64 reference, each as an output
+of the compared exercise ``PER_OUTPUT`` (its inputs, reference, tolerance, determinism and launch limit). Launches are
 counted here, by a wrapper around Triton's launch path that this module holds itself: the grader's worker puts the
 course's modules back as they were after each call into the learner's function (judging.sealed), which resets the
 counters launches.py keeps at module level.
@@ -20,10 +21,10 @@ import torch
 
 from gpucourse import device
 from gpucourse.grading import checker, launches
-from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, between, drawn
+from gpucourse.grading.exercise import Case, Exercise, JudgedExercise, Perf, Tolerance, between, drawn
 from gpucourse.grading.traps import trapped
 
-from .. import kernels  # at module level: loaded before a graded submission is (see Exercise.judge)
+from .. import kernels  # at module level: loaded before a graded submission is (see JudgedExercise)
 
 STATEMENT = """\
 Write `fused_rmsnorm_residual(x, residual, weight, eps)` that returns `(out, new_residual)`, two new tensors shaped
@@ -128,7 +129,7 @@ def _call(fn, args, skip=False):
     """One call through checker.run_call, with launches tallied by :func:`_tallying`."""
     mine, course = collections.Counter(), collections.Counter()
     with _tallying(mine, course):
-        res = checker.run_call(EXERCISE, fn, args, skip_launches=skip)
+        res = checker.run_call(PER_OUTPUT, fn, args, skip_launches=skip)
     res["triton_launches"], res["course_launches"] = dict(mine), dict(course)
     return res
 
@@ -144,7 +145,7 @@ def judge(fn, params: dict, seed: int) -> list:
     with checker.evaluate."""
     spec = Case("case", _draws(params))
     case = checker.drawn_case(spec, seed, 0)
-    args, expected = checker.make_case(EXERCISE, case, seed, 0)
+    args, expected = checker.make_case(PER_OUTPUT, case, seed, 0)
     dev_args = checker.to_device(args, device.torch_device())
     second = checker.clone_args(dev_args)
     with trapped(kernels.fused_rmsnorm_residual):
@@ -158,7 +159,7 @@ def judge(fn, params: dict, seed: int) -> list:
     if isinstance(got, str):
         return [got]
     noop = noop if isinstance(noop, (tuple, list)) and len(noop) == 2 else (None, None)
-    overruns = list(first["overruns"]) + checker.memory_problem(EXERCISE, dev_args, [first, again])
+    overruns = list(first["overruns"]) + checker.memory_problem(PER_OUTPUT, dev_args, [first, again])
     uses = dict(first["uses"])
     for k, v in again["uses"].items():
         uses[k] = max(uses.get(k, 0), v)
@@ -173,13 +174,13 @@ def judge(fn, params: dict, seed: int) -> list:
                    "aliasing": checker.aliasing(dev_args, got[i], other),
                    "triton_launches": launched, "uses": uses if i == 0 else {},
                    "course_launches": course if i == 0 else {}, "ops": first["ops"]}
-        verdict = checker.evaluate(EXERCISE, case, args, expected[i], outcome, device.torch_device().type)
+        verdict = checker.evaluate(PER_OUTPUT, case, args, expected[i], outcome, device.torch_device().type)
         for p in verdict.problems + [f"hint: {h}" for h in verdict.hints]:
             p = p if i == 0 and not _about_values(p) else f"{name}: {p}"
             if p not in problems and p.split(": ", 1)[-1] not in [q.split(": ", 1)[-1] for q in problems]:
                 problems.append(p)
-    if got[1] is not None and isinstance(got[0], torch.Tensor) and isinstance(got[1], torch.Tensor) and \
-            checker._storage(got[0]) is not None and checker._storage(got[0]) == checker._storage(got[1]):
+    where = [checker.storage_start(t) for t in got]  # None for what is not a tensor with memory
+    if where[0] is not None and where[0] == where[1]:
         problems.append("out and new_residual share memory: return two separate tensors")
     if problems:
         what = drawn(spec.params, case.params)
@@ -199,15 +200,33 @@ def _about_values(problem: str) -> bool:
 
 _BIG = device.size(cpu=_b(1500, 2500, odd=True), gpu=_b(12000, 16384, odd=True))
 
-EXERCISE = Exercise(
+_SIGNATURE = ("fused_rmsnorm_residual(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> "
+              "tuple[Tensor, Tensor]")
+# bf16: out is computed from a sum that may be rounded or not before the norm; a few units of 2^-8.
+_TOLERANCE = {"float32": Tolerance(1e-5, 1e-6), "float16": Tolerance(2e-3, 2e-3), "bfloat16": Tolerance(1.6e-2, 1.6e-2)}
+
+# Each of the two outputs, as the output of a compared exercise: what the judge hands checker.make_case (inputs and
+# the float64 reference), checker.run_call and checker.evaluate. Its cases are the judge's, one per call.
+PER_OUTPUT = Exercise(
     id="fused_rmsnorm_residual",
     function="fused_rmsnorm_residual",
-    signature="fused_rmsnorm_residual(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> "
-              "tuple[Tensor, Tensor]",
+    signature=_SIGNATURE,
     statement=STATEMENT,
     kind="triton",
     make_inputs=make_inputs,
-    reference=reference,  # judged: the judge hands it to checker.make_case
+    reference=reference,
+    cases=(),
+    tolerance=_TOLERANCE,
+    determinism="bitwise",
+    max_launches=1,
+)
+
+EXERCISE = JudgedExercise(
+    id="fused_rmsnorm_residual",
+    function="fused_rmsnorm_residual",
+    signature=_SIGNATURE,
+    statement=STATEMENT,
+    kind="triton",
     cases=(
         Case("1 row of 1", {"shape": (1, 1)}),
         Case("ragged n, float32", {"shape": (_b(3, 9), _b(100, 300, odd=True))}),
@@ -219,11 +238,8 @@ EXERCISE = Exercise(
         Case("large values (x40), float16", {"shape": (3, _b(3000, 4000)), "scale": 40.0, "dtype": "float16"}),
         Case("long rows, bfloat16", {"shape": (2, _BIG), "dtype": "bfloat16"}),
     ),
-    # bf16: out is computed from a sum that may be rounded or not before the norm; a few units of 2^-8.
-    tolerance={"float32": Tolerance(1e-5, 1e-6), "float16": Tolerance(2e-3, 2e-3),
-               "bfloat16": Tolerance(1.6e-2, 1.6e-2)},
-    determinism="bitwise",
-    max_launches=1,
-    perf=Perf(baseline="copy", target=0.85, params={"shape": (8192, 8192), "dtype": "bfloat16"}, bytes=copy_bytes),
+    tolerance=_TOLERANCE,
+    perf=Perf(baseline="copy", target=0.85, params={"shape": (8192, 8192), "dtype": "bfloat16"}, bytes=copy_bytes,
+              make_inputs=make_inputs),
     judge=judge,
 )

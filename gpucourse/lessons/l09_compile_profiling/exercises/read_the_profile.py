@@ -1,6 +1,6 @@
 """Lesson 09's second exercise: read a profiler trace as data and name where the time goes.
 
-Judged (``Exercise.judge``): the judge generates a training-step trace from a seed the submission never sees
+Judged (``JudgedExercise``): the judge generates a training-step trace from a seed the submission never sees
 (``readtrace.generate``: which kernel kind is the bottleneck, the source lines, the loader's stalls, the sync call),
 computes the three answers itself before the call, hands the learner a deep copy of the events and compares what
 comes back: the top kernel by total GPU time (its exact name), the GPU's idle share (within 0.01), the line that
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import copy
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
-from .. import readtrace  # at module level: loaded before a graded submission is (see Exercise.judge)
+from .. import readtrace  # at module level: loaded before a graded submission is (see JudgedExercise)
 
 STATEMENT = """\
 Write `read_the_profile(trace)` that returns a dict with three answers about a profiled training loop:
@@ -103,14 +103,12 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="read_the_profile",
     function="read_the_profile",
     signature="read_the_profile(trace: list[dict]) -> dict",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: ``judge`` makes the trace and checks the answers itself
-    reference=None,
     cases=(
         Case("4 steps, batch copies on a second stream", {"iters": 4, "loader_us": (150.0, 600.0)}),
         Case("6 steps, copies on the compute stream", {"iters": 6, "loader_us": (150.0, 600.0), "prefetch": False}),

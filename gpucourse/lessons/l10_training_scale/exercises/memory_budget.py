@@ -1,6 +1,6 @@
 """Lesson 10's first exercise: the memory budget of a training step of the lesson's transformer, on paper.
 
-Judged (``Exercise.judge``): for each case the judge draws the sizes from the case's secret seed (the case names
+Judged (``JudgedExercise``): for each case the judge draws the sizes from the case's secret seed (the case names
 the mode: precision and checkpointing), builds the model at that config and measures one training
 step (model.measure_budget) before it calls the learner's function: the bytes of the parameters, of the gradients
 after backward, of AdamW's state after the step, and of the activations alive when the forward pass ends (on a GPU
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 import random
 
-from gpucourse.grading.exercise import Case, Exercise
+from gpucourse.grading.exercise import Case, JudgedExercise
 from gpucourse.grading.traps import trapped
 
 from .. import budget, model
@@ -92,14 +92,12 @@ def _case(name: str, **cfg) -> Case:
     return Case(name, cfg)
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="memory_budget",
     function="memory_budget",
     signature="memory_budget(config: dict) -> dict",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: the judge measures a training step at each case's config
-    reference=None,
     cases=(  # modes; the sizes are drawn from each case's seed (``drawn``)
         _case("fp32", precision="fp32", checkpoint="none"),
         _case("bf16 autocast", precision="bf16", checkpoint="none"),
@@ -107,6 +105,5 @@ EXERCISE = Exercise(
         _case("bf16 autocast, MLPs checkpointed", precision="bf16", checkpoint="mlp"),
         _case("bf16 autocast, every block checkpointed", precision="bf16", checkpoint="block"),
     ),
-    determinism=None,
     judge=judge,
 )

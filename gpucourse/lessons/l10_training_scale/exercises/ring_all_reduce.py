@@ -1,6 +1,6 @@
 """Lesson 10's second exercise: all-reduce (sum) in place, built from point-to-point sends as a ring.
 
-Judged (``Exercise.judge``): the judge starts N processes itself (forked, so they run the learner's function object
+Judged (``JudgedExercise``): the judge starts N processes itself (forked, so they run the learner's function object
 as it is; gloo on the CPU, in every mode), each calls the function on its own tensors, and the judge compares every
 rank's result with the sum it computed before. In its own child processes it also watches the call: every
 torch.distributed collective (the functions of ``torch.distributed`` and of ``distributed_c10d``, their ``_tensor``,
@@ -30,7 +30,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpucourse.grading.exercise import Case, Exercise, JudgeTimeout
+from gpucourse.grading.exercise import Case, JudgedExercise, JudgeTimeout
 from gpucourse.grading.traps import trapped
 
 from .. import ring
@@ -322,20 +322,17 @@ def judge(fn, params: dict, seed: int) -> list:
     return problems
 
 
-EXERCISE = Exercise(
+EXERCISE = JudgedExercise(
     id="ring_all_reduce",
     function="ring_all_reduce",
     signature="ring_all_reduce(tensor: Tensor, group: ProcessGroup) -> None",
     statement=STATEMENT,
     kind="none",
-    make_inputs=None,  # judged: the judge makes each rank's tensors and checks sums, collectives and traffic
-    reference=None,
     cases=(
         Case("2 ranks: 1000, 1001 and 1 elements", {"world": 2, "shapes": [(1000,), (1001,), (1,)]}),
         Case("3 ranks: 1000, 2 and 7x13 elements (3 divides none)", {"world": 3, "shapes": [(1000,), (2,), (7, 13)]}),
         Case("4 ranks: 4099, 3 and 4096 elements, float64", {"world": 4, "shapes": [(4099,), (3,), (4096,)],
                                                               "dtype": "float64"}),
     ),
-    determinism=None,
     judge=judge,
 )
