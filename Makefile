@@ -1,4 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Both create .venv (once) with the course installed.
+# `make check` (seconds) lints before the tests: CI runs it first.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ LAB_ARGS ?=
 # Jupyter refuses to start as root (containers, some cloud VMs) unless told it is deliberate.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test install regenerate gpu-suite clean
+.PHONY: lab test check install regenerate gpu-suite clean
 
 install: $(STAMP)
 
@@ -25,6 +26,10 @@ lab: $(STAMP)
 	@echo "gpucourse:   ssh -N -L 8888:localhost:8888 you@this-machine   on your own computer (README: remote GPU)"
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=$(START) $(ROOT_FLAG) $(LAB_ARGS) \
 		notebooks/00_start_here.ipynb
+
+# ruff (pyproject.toml's [tool.ruff]): pyflakes' checks and syntax errors, on the code and its tools.
+check: $(STAMP)
+	$(BIN)/ruff check gpucourse tests benchmarks lab scripts
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --nbval-current-env -p no:cacheprovider \

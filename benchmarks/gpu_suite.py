@@ -11,10 +11,9 @@ Steps, in this order (cheapest and most important first, so a run cut short keep
                                               exercises are only run)
 4. the grader on tests/submissions/<id>   -> benchmarks/results/<gpu>-grade-<id>.json (only with --grade)
 5. the test suite, `gpu` tests included    -> benchmarks/results/<gpu>-pytest.txt
-6. the run's summary (notebooks_ok, notebook_seconds, notebook_status, notebooks_over_budget, tests_passed,
-   unit_seconds, last_part) -> "suite" in benchmarks/results/<gpu>.json; a notebook whose Restart & Run All takes
-   over NOTEBOOK_BUDGET_S (3 minutes) fails the suite, and the figures of notebooks this run did not execute are
-   kept from earlier runs
+6. the run's summary (notebook seconds and status, tests passed, ...) -> "suite" in benchmarks/results/<gpu>.json;
+   a notebook whose Restart & Run All takes over NOTEBOOK_BUDGET_S (3 minutes) fails the suite, and the figures
+   of notebooks this run did not execute are kept from earlier runs
 
 In pieces: ``--part K/N`` runs the K-th of N parts of the selected steps, dealt so that the parts take about the same
 time by the durations earlier runs recorded (``--list`` prints a part's steps without running them). Each finished
@@ -23,14 +22,11 @@ run of the same selection and part finished.
 
 As another GPU: ``--capability T4`` (or A100, 8.0...) runs the selected notebooks (and tests, unless skipped) with
 $GPUCOURSE_CAPABILITY set, so every lesson chooses what that GPU has (fp16 for bf16, no TF32 or FP8) while its
-kernels run on this one. Nothing is written back into the notebooks and no benchmark is recorded; the summary goes
-to ``benchmarks/results/<gpu>-as-<capability>.json`` with each notebook's status and the lines its outputs print
-about the lowered capability (every fallback and skip must say why in one).
+kernels run on this one. Nothing is written back or recorded; ``benchmarks/results/<gpu>-as-<capability>.json`` gets
+each notebook's status and the lines its outputs print about the lowered capability (each fallback and skip's why).
 
-Usage: python benchmarks/gpu_suite.py [--skip-benchmarks] [--skip-notebooks] [--skip-tests] [--bench NAME ...]
-           [--notebooks GLOB ...] [--grade EXERCISE ...] [--pytest-args ARGS] [--part K/N] [--resume] [--list]
-           [--archive PATH] [--capability T4]
-``--archive`` also packs every file the suite wrote into one .tar.gz (handy when the GPU machine is remote).
+Usage: python benchmarks/gpu_suite.py [options] (``--help`` lists them); ``--archive PATH`` also packs every file
+the suite wrote into one .tar.gz (handy when the GPU machine is remote).
 Exit status: non-zero if the tests failed, a notebook raised, a submission was misgraded or a benchmark errored.
 """
 from __future__ import annotations
@@ -126,10 +122,9 @@ def notebook_client(nb, **kwargs):
     """An nbclient ``NotebookClient`` whose wait for a cell's reply cannot miss it.
 
     With a cell that displays ipywidgets, nbclient's wait for the kernel's execute_reply sometimes blocks until the
-    cell's timeout although the kernel has replied and sits idle (jupyter/nbclient#312, open). On the H100 that made
-    lesson 03's roofline explorer cell take its whole limit: a stack dump every 30 s showed the kernel idle and the
-    cell's output complete (``benchmarks/explore_memory03_kernel.py``). Here the shell channel is polled in steps of
-    one second until the same deadline, so a reply is picked up within a second of its arrival."""
+    cell's timeout although the kernel has replied and sits idle (jupyter/nbclient#312; lesson 03's explorer cell on
+    the H100, ``lab/explore_memory03_kernel.py``). Here the shell channel is polled in steps of one second until the
+    same deadline, so a reply is picked up within a second of its arrival."""
     import queue
 
     from nbclient import NotebookClient
@@ -271,20 +266,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-tests", action="store_true", help="do not run pytest")
     ap.add_argument("--skip-notebooks", action="store_true", help="do not execute notebooks")
-    ap.add_argument("--skip-benchmarks", action="store_true",
-                    help="run no benchmark here (the notebooks still record theirs)")
+    ap.add_argument("--skip-benchmarks", action="store_true", help="run no benchmark (notebooks record theirs)")
     ap.add_argument("--notebooks", nargs="+", default=["notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb"],
                     help="globs relative to the repo (default: every notebook)")
-    ap.add_argument("--bench", nargs="*", default=[],
-                    help="benchmarks to run (default: all registered); those the selected notebooks record are "
-                         "left to them")
+    ap.add_argument("--bench", nargs="*", default=[], help="benchmarks to run (default: all registered); those the "
+                    "selected notebooks record are left to them")
     ap.add_argument("--pytest-args", default="tests", help="arguments for pytest (default: 'tests', everything)")
     ap.add_argument("--grade", nargs="*", default=[], help="exercises whose tests/submissions/<id> to grade")
     ap.add_argument("--part", type=parse_part, default=(1, 1), metavar="K/N",
-                    help="run only the K-th of N parts of the selected work, balanced by earlier timings (e.g. "
-                         "run 1/3, 2/3, 3/3 in three sittings)")
-    ap.add_argument("--resume", action="store_true",
-                    help="skip the steps an earlier run of the same selection finished (see the progress file)")
+                    help="run only the K-th of N parts of the selected work, balanced by earlier timings (1/3...)")
+    ap.add_argument("--resume", action="store_true", help="skip the steps an earlier run of this selection finished")
     ap.add_argument("--list", action="store_true", help="print the steps this selection and part would run, and stop")
     ap.add_argument("--tag", help="results file name (default: this GPU's, e.g. h100); with --list on a machine "
                                   "without that GPU, the earlier timings that balance the parts come from it")
@@ -292,7 +283,6 @@ def main(argv=None) -> int:
     ap.add_argument("--archive", help="also write every produced file into this .tar.gz (refreshed after each step)")
     args = ap.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT))
     limit = None
     if args.capability:
         os.environ["GPUCOURSE_CAPABILITY"] = args.capability  # before gpucourse is imported; inherited by kernels

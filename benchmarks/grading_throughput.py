@@ -1,34 +1,28 @@
-"""Grading throughput: how many submissions per minute ``gpucourse grade --jobs J`` gets through (issue 17).
+"""Grading throughput: how many submissions per minute ``gpucourse grade --jobs J`` gets through.
 
-It writes N distinct right submissions of an exercise (each from a known right submission, with its own constant in
-the kernel source and, for CUDA, its own build name: no cache can serve one from another), plus a few exact copies
-of the first ones, grades the folder with ``python3 -m gpucourse.cli grade EXERCISE FOLDER --jobs J --json ...``
-and reports submissions per minute (all of them over the batch's wall time), each one's seconds and verdict.
+It writes N distinct right submissions of an exercise (each a known right submission with a constant of its own in
+the kernel source and, for CUDA, a build name of its own: no cache can serve one from another) plus a few exact
+copies of the first ones, grades the folder with ``python3 -m gpucourse.cli grade EXERCISE FOLDER --jobs J --json``
+and records submissions per minute (all of them over the batch's wall time), each one's seconds and verdict, the CPU
+seconds by program, and from the grader's trace where each submission's seconds went (:func:`phase_summary`).
 
-CUDA exercises (GPU mode) are graded once per build layout of ``gpucourse.cuda_build`` ($GPUCOURSE_CUDA_BUILD):
-``split`` (today's default: the device pass sees only the kernels, main.cpp includes the precompiled
-torch/extension.h that the grader prepares before its workers start) and ``inline`` (the old layout: one
-load_inline, torch's headers in both of nvcc's passes and all of them parsed again for main.cpp), so before and
-after come from the same run. ``--phases`` first builds one submission in this process under each layout and reads
-ninja's log: seconds per translation unit (main.cpp, the .cu file), to see where a build's time goes.
+CUDA exercises (GPU mode) are graded once per build layout of ``gpucourse.cuda_build`` named by ``--layouts``
+($GPUCOURSE_CUDA_BUILD: ``host``, ``split``, ``inline``), so the layouts are compared within one run. ``--phases``
+first builds one submission in this process per layout and reads ninja's log: seconds per translation unit.
 
     # H100 (16 cores), CUDA, in the bubblewrap sandbox:
     python3 benchmarks/grading_throughput.py --exercise block_sum --distinct 28 --copies 4 --jobs 16 \\
-        --isolation bubblewrap --layouts host --budget 300 \\
-        --out benchmarks/results/h100-grading-throughput.json
+        --isolation bubblewrap --layouts host --budget 300 --out benchmarks/results/h100-grading-throughput.json
     # CPU mode, Triton (TRITON_INTERPRET=1):
     python3 benchmarks/grading_throughput.py --exercise vector_add --distinct 30 --copies 3 --jobs 2 \\
         --out benchmarks/results/cpu-grading-throughput.json
-
-With the grader's trace, each batch also says where a submission's seconds went (``phases``: :func:`phase_summary`):
-the compile ahead (prebuild), waiting for a grading slot, the graded worker's start, the cases, the waits for the GPU
-lock, the timing; how long grading slots waited for compiles; and how many rounds the timings made.
 
 Results are written after every step (a run cut short keeps what it measured).
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import glob
 import json
 import os
@@ -38,10 +32,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 TEMPLATES = {  # exercise -> a right submission to vary
     # written as the workbook asks (its declarations), as a class's submissions are: the build links the binding
@@ -102,8 +96,6 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
     done, err_tail = [], []
     with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                           start_new_session=True) as proc:
-        import threading
-
         def drain():
             for line in proc.stderr:
                 err_tail.append(line)
@@ -136,9 +128,7 @@ def grade_batch(exercise: str, folder: str, jobs: int, timeout: float, isolation
     with open(out) as f:
         report = json.load(f)
     results = report["results"]
-    statuses: dict = {}
-    for r in results:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    statuses = dict(collections.Counter(r["status"] for r in results))
     secs = sorted(r["seconds"] for r in results)
     bad = [{"submission": os.path.basename(r["submission"]), "status": r["status"], "message": r["message"][:400]}
            for r in results if r["status"] != "passed"]
@@ -165,14 +155,11 @@ def cpu_counters() -> dict:
 
 
 class ProcSampler:
-    """CPU seconds by program over a batch, read from /proc every ``every`` s: each process's user + system time
-    (the last value seen before it ended; what it had used before the sampler started is subtracted), summed by what
-    it runs (python's workers told apart by their command line). A process that starts and ends between two reads is
-    missed, so the sum is a little low; the compilers, the workers and the grader all run far longer than that."""
+    """CPU seconds by program over a batch, read from /proc every ``every`` s: each process's user + system time (the
+    last value seen; less what it had used before the sampler started), summed by what it runs (python's workers told
+    apart by their command line). A process shorter than ``every`` may be missed: compilers and workers run longer."""
 
     def __init__(self, every: float = 0.2):
-        import threading
-
         self.every, self.seen, self.base, self.kind = every, {}, {}, {}
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.done = threading.Event()
@@ -241,9 +228,8 @@ class ProcSampler:
 
 
 def cpu_used(before: dict, after: dict) -> dict:
-    """``busy``: the fraction of all the machine's cores that were busy during the batch (anything running counts),
-    where /proc/stat exists. A batch whose ``busy`` is near 1 is CPU bound: only fewer CPU seconds per submission
-    make it faster (:class:`ProcSampler` says whose they are)."""
+    """``busy``: the fraction of the machine's cores busy during the batch (anything running counts; needs /proc/stat).
+    Near 1, the batch is CPU bound: only fewer CPU seconds per submission (:class:`ProcSampler`) make it faster."""
     res = {"busy": None}
     if before["all"] is not None and after["all"] is not None and after["all"] > before["all"]:
         res["busy"] = round((after["busy"] - before["busy"]) / (after["all"] - before["all"]), 3)
@@ -255,16 +241,12 @@ PHASES = ("prebuild", "queued", "startup", "draw", "wait_shared", "cases", "perf
 
 
 def phase_summary(lines) -> dict:
-    """Where each submission's seconds went, from the grader's trace ($GPUCOURSE_GRADE_TRACE, one JSON object per
-    line: grader._trace): ``prebuild`` (the CUDA compile in the worker that sees no GPU), ``queued`` (compiled, waiting
-    for a grading slot), ``startup`` (the graded worker's start, its imports and loading the submission), ``draw``
-    (the grader drawing each case's inputs), ``wait_shared``/``wait_exclusive`` (waiting for the GPU lock; a timing
-    also waits there for the other jobs' cases to end, gpulock's rounds), ``cases`` (the cases run under the shared
-    lock), ``perf_draw`` (the timing's inputs), ``timing`` (the exclusive hold: the timing itself) and ``rest``.
-    Returns the median of each over the submissions, the sum of ``timing`` (held alone, one at a time: a floor on the
-    batch's wall time), ``slot_wait_s`` (how long a grading slot, free for a submission, waited for its prebuild:
-    zero where the prebuilds keep ahead), ``rounds`` (how many exclusive holds the timings shared, and how many
-    timings the largest held) and how many submissions were traced."""
+    """Where each submission's seconds went, from the grader's trace ($GPUCOURSE_GRADE_TRACE, a JSON object a line):
+    ``prebuild`` (the CUDA compile, in a worker that sees no GPU), ``queued`` (waiting for a grading slot), ``startup``
+    (the graded worker's start and imports), ``draw``/``perf_draw`` (drawing the cases'/the timing's inputs),
+    ``wait_shared``/``wait_exclusive`` (waiting for the GPU lock), ``cases`` (run under the shared lock), ``timing``
+    (the exclusive hold) and ``rest``. Returns the median of each, the sum of ``timing`` (a floor on the batch's wall
+    time), ``slot_wait_s`` (a free slot waiting for its prebuild), ``rounds`` (exclusive holds shared by timings)."""
     by: dict = {}
     for line in lines:
         if line.strip():
@@ -400,24 +382,20 @@ def worker_probe(isolation: str | None) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--exercise", default="block_sum", choices=sorted(TEMPLATES))
-    ap.add_argument("--template", default=None, help="a right submission to vary (default: the exercise's in "
-                    "TEMPLATES)")
+    ap.add_argument("--template", default=None, help="a right submission to vary (default: TEMPLATES[exercise])")
     ap.add_argument("--distinct", type=int, default=32)
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=float, default=300.0, help="per submission (the grader's --timeout)")
     ap.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default=None)
-    ap.add_argument("--layouts", nargs="+", default=["host", "split"], choices=("host", "split", "inline"),
-                    help="CUDA build layouts to grade with, in this order")
-    ap.add_argument("--inline-distinct", type=int, default=None, help="distinct submissions for the inline batch "
-                    "(it is the slow one; default --distinct)")
+    build_layouts = ("host", "split", "inline")
+    ap.add_argument("--layouts", nargs="+", default=["host", "split"], choices=build_layouts, help="in order")
+    ap.add_argument("--inline-distinct", type=int, default=None, help="--distinct for the (slow) inline batch")
     ap.add_argument("--inline-jobs", type=int, default=None, help="--jobs for the inline batch (default --jobs)")
-    ap.add_argument("--phases", nargs="*", default=[], choices=("host", "split", "inline"),
-                    help="layouts to time one in-process build of, per translation unit (GPU)")
+    ap.add_argument("--phases", nargs="*", default=[], choices=build_layouts, help="layouts to time one build of (GPU)")
     ap.add_argument("--prebuild-jobs", type=int, default=None, help="CUDA compiles at once ahead of the grading "
                     "slots ($GPUCOURSE_PREBUILD_JOBS for the grader; its default is --jobs)")
-    ap.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE",
-                    help="set these in the grade command's environment (e.g. OMP_NUM_THREADS=1, to compare)")
+    ap.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE", help="set in the grade command's environment")
     ap.add_argument("--budget", type=float, default=3600.0, help="seconds: skip steps once this much has passed")
     ap.add_argument("--out", default=None, help="JSON results path")
     args = ap.parse_args(argv)
@@ -447,27 +425,22 @@ def main(argv=None) -> int:
 
     from gpucourse.grading import pycache
 
-    t0 = time.perf_counter()
-    made = pycache.prepare()
-    record["steps"]["prepare_pycache"] = dict(pycache.status(), seconds=round(time.perf_counter() - t0, 2),
-                                              prepared=made is not None,
-                                              note="bytecode for the workers where the installed packages have "
-                                                   "none: once per machine and set of packages, kept in the "
-                                                   "grader's cache, so the batch below finds it ready")
-    if cuda and device.on_gpu():
+    def prepare(step: str, make, note: str, status=dict) -> None:
+        """Time one of the grader's once-per-machine preparations; ``status()`` is read after it."""
         t0 = time.perf_counter()
-        folder = cuda_build.prepare_shared()
-        record["steps"]["prepare_shared"] = {"seconds": round(time.perf_counter() - t0, 2),
-                                             "prepared": folder is not None,
-                                             "note": "once per machine, compiler and torch; kept in the grader's "
-                                                     "cache, so later batches find it ready"}
+        made = make()
+        record["steps"][step] = dict(status(), seconds=round(time.perf_counter() - t0, 2), prepared=made is not None,
+                                     note=note)
+
+    prepare("prepare_pycache", pycache.prepare, "bytecode for the workers where the installed packages have none: once "
+            "per machine and set of packages, kept in the grader's cache, so the batch below finds it ready",
+            pycache.status)
+    if cuda and device.on_gpu():
+        prepare("prepare_shared", cuda_build.prepare_shared, "once per machine, compiler and torch; kept in the "
+                "grader's cache, so later batches find it ready")
         if ex.cuda_binding:  # the exercise's pybind11 module: once per machine and exercise, as the header
-            t0 = time.perf_counter()
-            bound = cuda_build.prepare_binding(*ex.cuda_binding)
-            record["steps"]["prepare_binding"] = {"seconds": round(time.perf_counter() - t0, 2),
-                                                  "prepared": bound is not None,
-                                                  "note": "once per machine and exercise, kept in the grader's "
-                                                          "cache: the batch below finds it ready"}
+            prepare("prepare_binding", lambda: cuda_build.prepare_binding(*ex.cuda_binding), "once per machine and "
+                    "exercise, kept in the grader's cache: the batch below finds it ready")
         record["steps"]["worker_sees"] = worker_probe(args.isolation)
         save()
         for layout in args.phases:

@@ -5,10 +5,9 @@ rule "the same verdict in both modes for every known submission".
 
     python benchmarks/known_submissions.py --tag h100 fp8_matmul int8_gemv ...   (default: lessons 06-10's folders)
 
-Merges into benchmarks/results/<tag>-known-submissions.json: under "runs" each run's mode, versions, isolation and
-pytest's exit code; under "folders", per folder (a later run replaces it), its run, pytest's outcome and each
-submission's status, score, message, flags and seconds (paths as in the repo). Run i's pytest log
-goes to benchmarks/results/<tag>-known-submissions-pytest-<i>.txt. Exit status: pytest's.
+Merges into benchmarks/results/<tag>-known-submissions.json: "runs" (each run's mode, versions, isolation, pytest's
+exit code) and "folders" (per folder, a later run replacing it: its run, pytest's outcome, each submission's status,
+score, message, flags and seconds). Run i's pytest log: <tag>-known-submissions-pytest-<i>.txt. Exit status: pytest's.
 """
 from __future__ import annotations
 

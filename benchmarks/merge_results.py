@@ -2,9 +2,9 @@
 """Merge a results file produced on a GPU machine (e.g. from a gpu_suite ``--archive``) into the committed one.
 
 Only what is named moves: whole benchmark entries (``--results NAME ...``) and the suite's per-notebook fields
-(``--notebooks PATH ...``: their seconds and status; the over-budget list and ok flag are recomputed). Everything else in the committed file
-stays, so runs of different lessons on the same GPU can be merged one after the other. The write holds a lock
-(several people or agents may merge at once) and is atomic.
+(``--notebooks PATH ...``: their seconds and status; the over-budget list and ok flag are recomputed). Everything
+else in the committed file stays, so runs of different lessons on the same GPU can be merged one after the other.
+The write holds a lock (several people or agents may merge at once) and is atomic.
 
   python3 benchmarks/merge_results.py /tmp/run/benchmarks/results/h100.json --results quant07_gemv \
       --notebooks notebooks/07_quantization.ipynb solutions/07_quantization.ipynb
@@ -18,13 +18,11 @@ import os
 import sys
 from pathlib import Path
 
+from gpu_suite import notebook_summary  # benchmarks/gpu_suite.py, found beside this script
+
+from gpucourse import benchmarks
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from gpucourse import benchmarks  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_suite import notebook_summary  # noqa: E402
 
 
 def merge(src: dict, dst: dict, results: list, notebooks: list) -> list:

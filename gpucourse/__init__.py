@@ -25,11 +25,11 @@ from .device import (  # noqa: E402
     sm_number,
 )
 from .env import setup  # noqa: E402
-from . import specs  # noqa: E402
+from . import specs  # noqa: E402,F401  (gpucourse.specs: the GPU spec table, public)
 from .timing import bench, compare, sweep  # noqa: E402
 from .grading.checker import check  # noqa: E402
 from .asyncqueue import synchronize  # noqa: E402
-from . import benchmarks  # noqa: E402
+from . import benchmarks  # noqa: E402,F401  (gpucourse.benchmarks: public)
 
 __version__ = "0.1.0"
 __all__ = ["setup", "mode", "on_gpu", "torch_device", "size", "props", "capabilities", "has_bf16", "has_tf32", "has_fp8",

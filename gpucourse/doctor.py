@@ -199,7 +199,7 @@ def measure(seconds_budget: float = 30.0) -> dict:
     x = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
     y = torch.empty_like(x)
     copy = bench(lambda: y.copy_(x), bytes=2 * x.numel() * 4, name="copy (read + write)")
-    del x, y
+    x = y = None  # free both buffers before the matmul's
     caps = device.capabilities(p)
     dtype = torch.bfloat16 if caps.bf16 else (torch.float16 if caps.tensor_cores else torch.float32)
     m = 8192 if free > 6 * 8192 * 8192 * 2 else 4096

@@ -5,7 +5,7 @@ parameters alone? Every (BLOCK_N, BLOCK_W, num_warps) below runs beside tinygemm
 interleaved run per shape (measure.peers, L2 flushed by a read).
 
   python3 lab/explore_quant_workbook_int4.py      (writes $OUT/explore_quant_workbook_int4.json;
-  committed as benchmarks/results/h100-explore-quant-workbook-int4.json)
+  committed as lab/results/h100-explore-quant-workbook-int4.json)
 """
 import functools
 import json

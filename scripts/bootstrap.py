@@ -6,7 +6,8 @@ Which torch it installs:
   and reuses that torch, CUDA build and all;
 - an NVIDIA GPU present (nvidia-smi lists one): torch from PyPI, the CUDA build;
 - neither: the CPU build, from PyTorch's CPU index (a few hundred MB instead of several GB of CUDA libraries).
-Then ``pip install -e .[lab,test]`` adds the course and what it needs, JupyterLab's and the test suite's extras included.
+Then ``pip install -e .[lab,test,check]`` adds the course and what it needs, with JupyterLab, the test suite and
+the linter (``make check``).
 
 Last, bubblewrap (``bwrap``), the sandbox ``gpucourse grade`` runs each submission in: installed with apt-get when
 this runs as root on a Debian-like system and it is missing; otherwise the command to install it is printed. The
@@ -182,7 +183,7 @@ def main() -> None:
         run(pip + ["torch>=2.3"])
     else:
         install_cpu_torch(py, pip)
-    run(pip + ["-e", f"{ROOT}[lab,test]"])  # the course, JupyterLab (`make lab`) and the tests (playwright too)
+    run(pip + ["-e", f"{ROOT}[lab,test,check]"])  # the course, JupyterLab (`make lab`), the tests, the linter
     run([py, "-c", "import gpucourse, torch; print('gpucourse ready: torch', torch.__version__, '|', "
                    "gpucourse.mode(), 'mode')"])
     ensure_bubblewrap()

@@ -96,12 +96,16 @@ def test_record_evaluates_targets_and_merges_into_the_results_file(tmp_path, mon
     assert "targets" not in fus, "record must not change the lesson's own dict"
     rows = {"sum_many (one CUDA launch)": {"ms": 0.3}, "one torch.sum over the concatenation": {"ms": 0.28},
             "Python loop of t.sum()": {"ms": 36.0}, "torch._foreach_norm": {"ms": 5.0}}
-    res = benchmarks.record("cuda04_sum_many", {"seed_case": {"rows": rows}, "small_case": {"rows": {}}})
+    slow = dict(rows, **{"sum_many (one CUDA launch)": {"ms": 0.35}})
+    res = benchmarks.record("cuda04_sum_many", {"seed_case": {"rows": rows}, "random_case": {"rows": slow},
+                                                "small_case": {"rows": {}}})
     met = {t["name"]: t["met"] for t in res["targets"]}
+    # one target per case, against the ceiling (one torch.sum over the same bytes); no fixed speedup over the loop
     assert met == {"sum_many time / one torch.sum over the concatenation": True,
-                   "Python loop time / sum_many time": True, "_foreach_norm time / sum_many time": False}
+                   "sum_many time / one torch.sum over the concatenation (sizes 1-200k)": False}
     printed = capsys.readouterr().out
-    assert "[MISSED] _foreach_norm time / sum_many time: 16.7 (target >= 20)" in printed
+    assert "[MISSED] sum_many time / one torch.sum over the concatenation (sizes 1-200k): 1.25 (target <= 1.15)" \
+        in printed
     doc = json.loads(out.read_text())
     assert set(doc["results"]) == {"older", "memory03_fusion", "cuda04_sum_many"}
     assert doc["results"]["cuda04_sum_many"]["measured_in"] == "notebook" and doc["environment"]["torch"]

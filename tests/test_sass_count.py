@@ -1,5 +1,5 @@
-"""benchmarks/sass_count.py compiles a kernel for an H100 on this CPU-only machine and reads its loop's SASS: the
-method that steered lesson 07's rounds 9-11. Run in a fresh process, as the tool is meant to be (no interpreter)."""
+"""lab/sass_count.py compiles a Triton kernel for an H100 on a CPU-only machine and counts its loop's SASS
+instructions per unit of work. Run in a fresh process, as the tool is meant to be (no interpreter)."""
 import os
 import subprocess
 import sys
@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from gpucourse.workbooks import ROOT
+
+SCRIPT = os.path.join(ROOT, "lab", "sass_count.py")
 
 KERNEL = '''
 import triton
@@ -28,7 +30,7 @@ def _run(tmp_path, *extra):
     path.write_text(KERNEL)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sass_count.py"), str(path), *extra],
+    proc = subprocess.run([sys.executable, SCRIPT, str(path), *extra],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
@@ -46,6 +48,6 @@ def test_a_loop_is_found_and_counted_per_unit(tmp_path):
 def test_an_unknown_kernel_is_refused_by_name(tmp_path):
     path = tmp_path / "k.py"
     path.write_text(KERNEL)
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sass_count.py"), str(path), "nope",
+    proc = subprocess.run([sys.executable, SCRIPT, str(path), "nope",
                            "--sig", "x=*fp32"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "has no 'nope'" in proc.stderr

@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""Nsight Compute view of the M = 1 quantized GEMVs (issue #15): what bounds them at ~27 µs whatever their bytes.
+"""Nsight Compute view of lesson 07's M = 1 quantized GEMVs: what bounds them at ~27 µs whatever their bytes.
 Runs each kernel a few times on 8192 x 8192 (bf16 F.linear, the lesson's int8 and int4 kernels, the word-wise int4
-kernel of explore_quant_words.py) so `ncu` can profile the last call of each:
+kernel of explore_quant_words.py, beside this script) so `ncu` can profile the last call of each:
 
   ncu --set full -k regex:'w8a16|w4a16|words|gemv|gemm|sm90' --launch-skip 2 --launch-count 1 ... \
-      python3 benchmarks/profile_quant07.py [bf16 i8 i4 words i4tc i4tiled]
+      python3 lab/profile_quant07.py [bf16 i8 i4 words i4tc i4tiled]
+
+The course is imported as the installed package; explore_quant_words is found because Python puts this script's
+folder first on its path.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-import explore_quant_words as e  # noqa: E402
-from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant  # noqa: E402
+import explore_quant_words as e
+from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant
 
 n = k = 8192
 torch.manual_seed(0)

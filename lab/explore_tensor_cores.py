@@ -6,8 +6,8 @@ Sections (each saved as soon as it is done, so a run cut short keeps the rest): 
 accuracy as K grows, the course's bf16 Triton matmul (lesson 05) at 8192³, the dtype ladder and each dtype's error,
 alignment, the fixed-tile N sweep with the wave model, and the mixed-precision training comparison.
 
-Usage: python benchmarks/explore_tensor_cores.py [--out FILE.json] [--only SECTION ...]
-Writes benchmarks/results/h100-explore-tensor-cores.json (or --out) and, when $OUT is set, a copy there.
+Usage: python lab/explore_tensor_cores.py [--out FILE.json] [--only SECTION ...]
+Writes lab/results/h100-explore-tensor-cores.json (or --out) and, when $OUT is set, a copy there.
 """
 from __future__ import annotations
 
@@ -21,16 +21,15 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-import gpucourse  # noqa: E402  (before triton)
+import gpucourse  # before triton
 
 SECTIONS = ("fp8", "fp8_accuracy", "bf16_triton", "ladder", "errors", "alignment", "waves", "training")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "h100-explore-tensor-cores.json"))
+    ap.add_argument("--out", default=str(ROOT / "lab" / "results" / "h100-explore-tensor-cores.json"))
     ap.add_argument("--only", nargs="*", default=list(SECTIONS))
     args = ap.parse_args()
     gpucourse.setup()
@@ -41,7 +40,7 @@ def main() -> int:
     from gpucourse.solutions import cached_solutions
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    doc = {"script": "benchmarks/explore_tensor_cores.py", "commit": commit or None,
+    doc = {"script": "lab/explore_tensor_cores.py", "commit": commit or None,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "environment": env.versions(), "results": {}}
 
     def save():

@@ -18,7 +18,8 @@ Variants: how x reaches the registers (8 strided loads of x, or one contiguous l
 sizes, warps, pipeline stages. Timed with a read flush of L2 (events), against bf16 F.linear timed the same way and
 the lesson kernels of round four.
 
-  python3 benchmarks/explore_quant_words.py [--wide | --2d | --bcast]   (writes $OUT/explore_quant_words[_wide|_2d|_bcast].json)
+  python3 lab/explore_quant_words.py [--wide | --2d | --bcast]
+      (writes $OUT/explore_quant_words[_wide|_2d|_bcast].json)
 """
 import itertools
 import json
@@ -27,14 +28,13 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
 
-from gpucourse.lessons.l07_quantization import kernels, packing, quant  # noqa: E402
-from gpucourse.timing import event_times  # noqa: E402
+from gpucourse.lessons.l07_quantization import kernels, packing, quant
+from gpucourse.timing import event_times
 
 
 @triton.jit

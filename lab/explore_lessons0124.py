@@ -3,7 +3,7 @@
 rewrite (one block per tensor, sorted largest first, vs equal chunks of SM_CHUNK floats with a deterministic combine),
 at several chunk sizes, on the lesson's cases; the host's time per call; misaligned views. H100, one run.
 
-Usage (on the GPU machine): python benchmarks/explore_lessons0124.py --out PATH.json
+Usage (on the GPU machine): python lab/explore_lessons0124.py --out PATH.json
 The kernels are built first, in parallel child processes (each build is ~35 s of host compiling), which also leaves
 them in the build cache for the notebooks run after it.
 """
@@ -17,7 +17,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 # The reference solution of solutions/04_cuda_reduction.ipynb before this rewrite (commit fea1f56), verbatim.
 OLD_KERNELS = r"""
@@ -143,7 +142,7 @@ def prebuild() -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "h100-explore-lessons0124.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "lab", "results", "h100-explore-lessons0124.json"))
     ap.add_argument("--build")
     args = ap.parse_args()
     if args.build:

@@ -2,7 +2,7 @@
 """Lesson 09 on a GPU, quickly, before the notebooks run: the fused RMSNorm+residual kernel's correctness and its
 ratios to torch.compile(max-autotune) and copy bandwidth at the two target shapes, the compile modes, proton's tree
 and Nsight Compute (are counters readable? the compiled sin chain's DRAM bytes, the softmax's throughput and
-occupancy). Prints JSON. Usage: python benchmarks/explore_compile09.py [--out FILE] [--skip STEP ...]"""
+occupancy). Prints JSON. Usage: python lab/explore_compile09.py [--out FILE] [--skip STEP ...]"""
 import argparse
 import json
 import sys

@@ -13,25 +13,22 @@ Each nibble is also put in the mantissa of 2**(23 - P) (P: its bit), whose unit 
 Times, per shape at M = 1, L2 flushed by a read: bf16 F.linear; the workbook's int4_gemv as committed; the planes
 kernel alone (x already in planes); the reorder alone; both (what a caller pays).
 
-    python3 benchmarks/explore_quant_planes.py --out $OUT/h100-explore-quant-planes.json
+    python3 lab/explore_quant_planes.py --out $OUT/h100-explore-quant-planes.json
 """
 import argparse
 import json
-import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gpucourse  # noqa: E402,F401  (before triton: selects the mode)
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import gpucourse  # noqa: F401  (before triton: selects the mode)
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
 
-from gpucourse import device  # noqa: E402
-from gpucourse.lessons.l07_quantization import bench, measure, packing  # noqa: E402
-from gpucourse.timing import interleaved  # noqa: E402
+from gpucourse import device
+from gpucourse.lessons.l07_quantization import bench, measure, packing
+from gpucourse.timing import interleaved
 
 MAGIC = 0x4B000000
 
@@ -133,9 +130,9 @@ def w4_planes(xp, packed, scales, group, bn, bw, warps, pre=0, m=1):
     return out
 
 
-CONFIGS = [(4, 256, 2, 0), (4, 512, 4, 0), (2, 256, 2, 0), (4, 128, 1, 0), (4, 256, 2, 1), (4, 512, 4, 1), (2, 256, 2, 1),
-           (4, 128, 1, 1), (2, 512, 4, 1), (8, 512, 4, 1), (4, 256, 2, 2), (4, 512, 4, 2), (2, 256, 2, 2),
-           (2, 512, 4, 0), (1, 512, 4, 1), (1, 1024, 8, 1)]
+CONFIGS = [(4, 256, 2, 0), (4, 512, 4, 0), (2, 256, 2, 0), (4, 128, 1, 0), (4, 256, 2, 1), (4, 512, 4, 1),
+           (2, 256, 2, 1), (4, 128, 1, 1), (2, 512, 4, 1), (8, 512, 4, 1), (4, 256, 2, 2), (4, 512, 4, 2),
+           (2, 256, 2, 2), (2, 512, 4, 0), (1, 512, 4, 1), (1, 1024, 8, 1)]
 
 
 def main():
@@ -146,7 +143,8 @@ def main():
     dev = device.torch_device()
     shapes, quick, configs = measure.SHAPES, {}, CONFIGS
     if args.quick:
-        shapes, quick, configs = ((64, 512), (40, 384)), dict(measure.QUICK), [(4, 32, 1, 0), (8, 64, 2, 1), (4, 32, 1, 2)]
+        shapes, quick = ((64, 512), (40, 384)), dict(measure.QUICK)
+        configs = [(4, 32, 1, 0), (8, 64, 2, 1), (4, 32, 1, 2)]
     res = {"device": torch.cuda.get_device_name() if device.on_gpu() else "cpu", "torch": torch.__version__,
            "triton": triton.__version__, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"),
            "rows": []}

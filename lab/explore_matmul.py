@@ -4,10 +4,10 @@ the `triton05_matmul` benchmark records. Uses the course's kernels as they are (
 workbook, and `gpucourse.lessons.l05_triton.hopper_matmul`); the rejected variants tried on the way are in git
 history (results files name the commit of the script that produced them).
 
-  python3 benchmarks/explore_matmul.py fused   torch's unfused chain piece by piece (matmul, + bias, silu, addmm),
+  python3 lab/explore_matmul.py fused   torch's unfused chain piece by piece (matmul, + bias, silu, addmm),
                                                then each kernel plain and fused against it (bf16, M = N = 8192,
                                                K = 8192 and 2048; settle(), 5 interleaved rounds of 300 ms)
-  python3 benchmarks/explore_matmul.py small   small products (M = N = K = 512, 1024, 2048): GPU time per call,
+  python3 lab/explore_matmul.py small   small products (M = N = K = 512, 1024, 2048): GPU time per call,
                                                host time per launch, and each Hopper config launched without the
                                                autotuner
 
@@ -21,15 +21,14 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gpucourse  # noqa: E402,F401  (first: selects the mode before triton loads)
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
+import gpucourse  # noqa: F401  (first: selects the mode before triton loads)
+import torch
+import torch.nn.functional as F
+import triton
 
-from gpucourse.lessons.l05_triton import hopper_matmul  # noqa: E402
-from gpucourse.solutions import cached_solutions  # noqa: E402
-from gpucourse.timing import bench, interleaved, settle  # noqa: E402
+from gpucourse.lessons.l05_triton import hopper_matmul
+from gpucourse.solutions import cached_solutions
+from gpucourse.timing import bench, interleaved, settle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -130,7 +129,7 @@ if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what not in ("fused", "small"):
         sys.exit(__doc__)
-    gpucourse.require_gpu("benchmarks/explore_matmul.py")
+    gpucourse.require_gpu("lab/explore_matmul.py")
     hopper_matmul.matmul(torch.zeros(8, 8, dtype=torch.float16, device="cuda"),
                          torch.zeros(8, 8, dtype=torch.float16, device="cuda"))  # fails early, with the reason
     {"fused": fused, "small": small}[what](Recorder(what))

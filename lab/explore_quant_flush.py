@@ -7,21 +7,18 @@ kernel: do_bench (write flush), events with a read flush (sum of the 256 MB buff
 events with no flush (weights may partly hit L2), and rotating through copies of the weights larger than L2 with
 no flush at all.
 
-  python3 benchmarks/explore_quant_flush.py      (writes $OUT/explore_quant_flush.json)
+  python3 lab/explore_quant_flush.py      (writes $OUT/explore_quant_flush.json)
 """
 import json
 import os
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
 
-import explore_quant_dequant as e  # noqa: E402
-from gpucourse.timing import event_times  # noqa: E402
+import explore_quant_dequant as e
+from gpucourse.timing import event_times
 
 
 def main():
@@ -63,7 +60,7 @@ def main():
                    "int4 x": round(res["bf16"][method] / res["int4"][method], 3)}
             print(json.dumps(row), flush=True)
             rows.append(row)
-        del copies
+        copies = None  # frees the weights (a del would leave rot() naming a deleted variable)
     with open(out_path, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 

@@ -13,27 +13,24 @@ the same 32 MB of int32 words (the int4 weights of 8192 x 8192), with L2 flushed
 
 ``--ncu NAME`` runs only that contender a few times (for ``ncu --launch-skip 2 --launch-count 1``).
 
-    python3 benchmarks/explore_quant_access.py --out $OUT/h100-explore-quant-access.json
+    python3 lab/explore_quant_access.py --out $OUT/h100-explore-quant-access.json
 A record of its run: the lesson kernels' ROTATE option it times was removed after it (no gain), so rerun it at
 ba4235c.
 """
 import argparse
 import json
-import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gpucourse  # noqa: E402,F401  (before triton: selects the mode)
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import gpucourse  # noqa: F401  (before triton: selects the mode)
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
 
-from gpucourse import device  # noqa: E402
-from gpucourse.lessons.l07_quantization import kernels, measure  # noqa: E402
-from gpucourse.timing import interleaved  # noqa: E402
+from gpucourse import device
+from gpucourse.lessons.l07_quantization import kernels, measure
+from gpucourse.timing import interleaved
 
 
 @triton.jit

@@ -18,22 +18,20 @@ Two more questions:
 Every time is a median of interleaved rounds with L2 flushed by a read (gpucourse.timing), bf16 cuBLAS in the same
 rounds.
 
-    python3 benchmarks/explore_quant_batch.py [--parts check,m1,sweep,mlp]   (writes $OUT/explore_quant_batch.json)
+    python3 lab/explore_quant_batch.py [--parts check,m1,sweep,mlp]   (writes $OUT/explore_quant_batch.json)
 """
 import argparse
 import json
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
+import torch
+import torch.nn.functional as F
+import triton
 
-from gpucourse.lessons.l07_quantization import kernels, measure, packing  # noqa: E402
-from gpucourse.timing import interleaved  # noqa: E402
+from gpucourse.lessons.l07_quantization import kernels, measure, packing
+from gpucourse.timing import interleaved
 
 GS = 128
 _TILED = {}  # (packed, scales, block) -> TiledInt4, made once per weight as a model loader would

@@ -18,7 +18,7 @@ On a machine without a GPU (a CPU-only torch) it compiles only, with the recipe 
 (``cuda_build.compile_only_recipe``), and links against the CPU libraries and CUDA's runtime; on a GPU it also
 builds each exercise through ``cuda_build.build`` cold, without and with the object, and checks the result.
 
-    taskset -c 0 python benchmarks/explore_cuda_binding.py            # -> benchmarks/results/<gpu|cpu>-explore-...
+    taskset -c 0 python lab/explore_cuda_binding.py            # -> lab/results/<gpu|cpu>-explore-...
 """
 from __future__ import annotations
 
@@ -35,7 +35,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 EXERCISES = {"block_sum": ("BLOCK_SUM", ["block_sum_cuda"]), "sum_many": ("SUM_MANY", ["sum_many_cuda"])}
 
 
@@ -158,7 +157,7 @@ def gpu_builds(cuda_build, name, kernels, binding, cpp, functions, folder) -> di
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", help="JSON path (default: benchmarks/results/<gpu|cpu>-explore-cuda-binding.json)")
+    ap.add_argument("--out", help="JSON path (default: lab/results/<gpu|cpu>-explore-cuda-binding.json)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     cache = tempfile.mkdtemp(prefix="explore-cuda-binding-")
@@ -229,7 +228,7 @@ def main() -> None:
               f"{e['per_submission_with_object']}: {e['speedup_cpu']}x less compiler CPU", flush=True)
     rec["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
     prefix = specs.slug() if on_gpu else "cpu"
-    out = args.out or os.path.join(ROOT, "benchmarks", "results", f"{prefix}-explore-cuda-binding.json")
+    out = args.out or os.path.join(ROOT, "lab", "results", f"{prefix}-explore-cuda-binding.json")
     with open(out, "w") as f:
         json.dump(rec, f, indent=1)
     print(f"wrote {out}")

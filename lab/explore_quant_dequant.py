@@ -5,9 +5,9 @@ dequantization makes them memory-bound again.
 Hypothesis: the kernels are limited by integer -> float conversion, not by memory. ``int.to(float32)`` compiles to
 I2F, which an H100 SM issues at 16 per clock against 128 FP32 operations (CUDA C++ Programming Guide, "Arithmetic
 Instructions", compute capability 9.0): 64 M weights of 8192 x 8192 are 64 M conversions, about 17 µs of
-conversion alone at 1.75 GHz on 132 SMs. (The run refuted it: the trick below gained 0-10%.) The alternative builds the float from its
-bits: OR the offset-binary integer into the mantissa of 2**23 (0x4B000000) and subtract 2**23 + offset: one logic
-op and one FP32 add, both full rate.
+conversion alone at 1.75 GHz on 132 SMs. (The run refuted it: the trick below gained 0-10%.) The alternative
+builds the float from its bits: OR the offset-binary integer into the mantissa of 2**23 (0x4B000000) and subtract
+2**23 + offset: one logic op and one FP32 add, both full rate.
 
 Variants (each a complete kernel here, block sizes swept):
   i8_cvt     int8 tile, ``.to(float32)``                              (the workbook's current solution)
@@ -16,20 +16,18 @@ Variants (each a complete kernel here, block sizes swept):
   i4_magic   packed bytes, mantissa trick, x even/odd loads
   i4_split   packed bytes, mantissa trick, x loaded contiguous and split into even/odd with tl.split
 
-  python3 benchmarks/explore_quant_dequant.py      (writes $OUT/explore_quant_dequant.json)
+  python3 lab/explore_quant_dequant.py      (writes $OUT/explore_quant_dequant.json)
 """
 import itertools
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from triton.testing import do_bench
 
 
 @triton.jit

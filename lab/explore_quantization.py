@@ -4,7 +4,7 @@ on the GPU, tunes their block sizes over a small grid, and measures them against
 configs. Uses the lesson's code as it is (gpucourse/lessons/l07_quantization: kernels.py, measure.py); block
 sizes are passed per call, so nothing here is a copy of a kernel.
 
-  python3 benchmarks/explore_quantization.py [--skip-tune] [--grade]
+  python3 lab/explore_quantization.py [--skip-tune] [--grade]
 
 Steps (each row printed as one JSON line and saved as it goes):
   check    the kernels (rows and dot paths) against float64 on the GPU, M = 1, 5, 16, 64; int4 groups 32/64/128
@@ -16,7 +16,7 @@ Steps (each row printed as one JSON line and saved as it goes):
   mlp      the MLP block's decode step (hidden 4096, intermediate 14336), bf16 / int8 / int4
   grade    (--grade) the known submissions of the lesson's exercises, graded on this GPU
 
-Writes $OUT/explore_quantization.json (where $OUT is set) and benchmarks/results/h100-explore-quantization.json.
+Writes $OUT/explore_quantization.json (where $OUT is set) and lab/results/h100-explore-quantization.json.
 """
 import argparse
 import datetime
@@ -27,14 +27,13 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import gpucourse  # noqa: E402,F401  (first: selects the mode before triton loads)
-import torch  # noqa: E402
-import triton  # noqa: E402
+import gpucourse  # noqa: F401  (first: selects the mode before triton loads)
+import torch
+import triton
 
-from gpucourse.lessons.l07_quantization import bench as bench07  # noqa: E402
-from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant  # noqa: E402
-from gpucourse.timing import bench  # noqa: E402
+from gpucourse.lessons.l07_quantization import bench as bench07
+from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant
+from gpucourse.timing import bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -115,7 +114,7 @@ def tune(rec):
                                              "speedup": bf / us})
                         key = (kind, bn, bk, warps)
                         best.setdefault(key, []).append(bf / us)
-        del d
+        d = None  # frees the weights (the timed lambdas above name d)
     # the config with the best worst-case speed-up over the three shapes
     for kind in ("int8", "int4"):
         cands = {key: min(v) for key, v in best.items() if key[0] == kind and len(v) == len(measure.SHAPES)}
@@ -156,7 +155,7 @@ def tune(rec):
         cfg.update(BLOCK_N=top[0], num_warps=top[2], num_stages=top[3])
         if top[1]:
             cfg["BLOCK_K"] = top[1]
-    del d
+    d = None  # frees the weights (the timed lambdas above name d)
 
 
 def crossover(rec):
@@ -171,7 +170,7 @@ def crossover(rec):
                 lambda: kernels.w4a16_gemv(x, d["packed"], d["s4"], 128, rows=rows), **TUNE_KW).median_ms * 1e3
         row["bf16_us"] = bench(torch.nn.functional.linear, x, d["w"], **TUNE_KW).median_ms * 1e3
         rec.save("crossover", row)
-    del d
+    d = None  # frees the weights (the timed lambdas above name d)
 
 
 def main():

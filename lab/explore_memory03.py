@@ -19,12 +19,10 @@ from __future__ import annotations
 import json
 import os
 import resource
-import sys
 import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 OUT = os.environ.get("OUT", ".")
 PATH = os.path.join(OUT, "h100-explore-memory03.json")
 res = {"stage_seconds": {}, "memory": {}}

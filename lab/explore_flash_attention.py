@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lesson 08 on a GPU, quickly: correctness of the kernels at ragged sizes, then the forward, memory and backward
 benchmarks and the per-config table, printed as JSON (for tuning the kernel before the notebooks run).
-Usage: python benchmarks/explore_flash_attention.py [--quick] [--out FILE]"""
+Usage: python lab/explore_flash_attention.py [--quick] [--out FILE]"""
 import argparse
 import json
 import sys
@@ -46,7 +46,7 @@ def main() -> int:
         t = time.time()
         try:
             doc[name] = fn()
-        except Exception as exc:
+        except Exception:
             import traceback
             doc[name] = {"error": traceback.format_exc()[-2000:]}
         doc[name + "_s"] = time.time() - t

@@ -12,7 +12,7 @@ as the suite does, with
 - each finished cell's seconds written to ``$OUT/h100-explore-memory03-kernel.json`` as it finishes.
 
 Nothing is written back into the notebook. Usage (on the GPU machine):
-    python3 benchmarks/explore_memory03_kernel.py [--notebook PATH] [--cell-timeout 100] [--dump-every 40]
+    python3 lab/explore_memory03_kernel.py [--notebook PATH] [--cell-timeout 100] [--dump-every 40]
 """
 from __future__ import annotations
 
@@ -67,9 +67,12 @@ def main(argv=None) -> int:
 
     make = NotebookClient
     if not args.plain:  # the GPU suite's client, which polls for each cell's reply in steps (nbclient#312)
-        import sys
-        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-        from gpu_suite import notebook_client as make
+        import importlib.util  # benchmarks/gpu_suite.py is a script, not a module of the package: load it by path
+
+        spec = importlib.util.spec_from_file_location("gpu_suite", os.path.join(ROOT, "benchmarks", "gpu_suite.py"))
+        gpu_suite = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gpu_suite)
+        make = gpu_suite.notebook_client
     client = make(nb, timeout=args.cell_timeout, kernel_name="python3",
                   resources={"metadata": {"path": ROOT}}, on_cell_start=started, on_cell_executed=executed)
     t0 = time.perf_counter()

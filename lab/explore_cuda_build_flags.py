@@ -9,7 +9,7 @@ header), all at once, and records: the precompiled header's seconds, the build's
 translation unit, nvcc's own phase times (``nvcc --time``), and the cost in the call itself: microseconds per call of
 the bound function on a 1-element tensor (host overhead: argument conversion, the binding's torch calls, the launch).
 
-    python3 benchmarks/explore_cuda_build_flags.py --out $OUT/h100-explore-cuda-build-flags.json
+    python3 lab/explore_cuda_build_flags.py --out $OUT/h100-explore-cuda-build-flags.json
 """
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ VARIANTS = {  # name: (nvcc host flags replacing -O3, main.cpp flags replacing -
 
 def one(name: str, nvcc_opt: str, main_opt: str) -> dict:
     """Run in a child: build the template under these flags with a fresh cache; return the figures."""
-    sys.path.insert(0, ROOT)
     import torch
     from gpucourse import cuda_build
 

@@ -17,22 +17,20 @@ Fused epilogue silu(a @ b + bias), bf16, three shapes: the workbook kernel and t
 unfused chain, F.silu(torch.addmm(bias, a, b)) (cuBLASLt adds the bias in its epilogue), torch.compile of the
 unfused code (default mode), and the plain matmuls (cuBLAS and ours), after settle(), 3 interleaved rounds.
 
-  python3 benchmarks/explore_triton05_offshape.py     (writes $OUT/explore_triton05_offshape.json)
+  python3 lab/explore_triton05_offshape.py     (writes $OUT/explore_triton05_offshape.json)
 """
 import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
 
-import gpucourse  # noqa: E402,F401
-from gpucourse.timing import bench, event_times, graph_repeat, interleaved, settle  # noqa: E402
+import gpucourse  # noqa: F401
+from gpucourse.timing import bench, event_times, graph_repeat, interleaved, settle
 
 T0 = time.perf_counter()
 OUT = {}

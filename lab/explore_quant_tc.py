@@ -27,7 +27,7 @@ never rewritten, nor shared-memory staged:
 
 A small kernel first writes x^T in planes (bf16, (8, K/8, 16)), the per-group sums and zeroes the counters.
 
-    python3 benchmarks/explore_quant_tc.py --set first|fused|lesson   (writes $OUT/explore_quant_tc.json)
+    python3 lab/explore_quant_tc.py --set first|fused|lesson   (writes $OUT/explore_quant_tc.json)
 
 --set first: the first H100 run (results/h100-explore-quant-tc.json); fused: the second, the variant with no x-prep
 kernel (h100-explore-quant-tc2.json); lesson: that variant as added to kernels.py (w4a16_tc_kernel), through
@@ -37,23 +37,21 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 # What the lesson's kernel (gpucourse/lessons/l07_quantization/kernels.py, w4a16_tc_kernel) took from this script's
 # fused variant, used from there: Marlin's pair dequantization, x's B tiles, the dot, the split-K store and counters.
-from gpucourse.lessons.l07_quantization.kernels import _int4_pairs as pair_q  # noqa: E402
-from gpucourse.lessons.l07_quantization.kernels import _split_k_store  # noqa: E402,F401
-from gpucourse.lessons.l07_quantization.kernels import _tc_dot as pdot  # noqa: E402
-from gpucourse.lessons.l07_quantization.kernels import _tile_counters as counters  # noqa: E402
-from gpucourse.lessons.l07_quantization.kernels import split_groups  # noqa: E402
-from gpucourse.lessons.l07_quantization.kernels import _x_pairs as x_tile  # noqa: E402
+from gpucourse.lessons.l07_quantization.kernels import _int4_pairs as pair_q
+from gpucourse.lessons.l07_quantization.kernels import _split_k_store  # noqa: F401
+from gpucourse.lessons.l07_quantization.kernels import _tc_dot as pdot
+from gpucourse.lessons.l07_quantization.kernels import _tile_counters as counters
+from gpucourse.lessons.l07_quantization.kernels import split_groups
+from gpucourse.lessons.l07_quantization.kernels import _x_pairs as x_tile
 
 OFFSET = 136.0  # a weight q is dequantized to q + 136 (bf16 128 + (u ^ 8))
 MX = 16  # x columns in B (M <= 16), padded with zeros
@@ -489,7 +487,8 @@ def main():
     ap.add_argument("--set", default="fused", choices=("first", "fused", "lesson"))
     args = ap.parse_args()
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "set": args.set, "checks": [], "rows": []}
+           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "set": args.set, "checks": [],
+           "rows": []}
 
     def save():
         with open(args.out, "w") as f:

@@ -9,7 +9,7 @@ in the PTX: ``ld.global.b16`` is one 2-byte load per element, ``ld.global.v4.b32
 The arguments are specialized as Triton does for such a launch: pointers 16-byte aligned, unit strides constant,
 other integers (1000, a row stride of 1000) with no divisibility known.
 
-  python3 benchmarks/explore_triton05_ptx.py      (writes benchmarks/results/ptx-explore-triton05.json)
+  python3 lab/explore_triton05_ptx.py      (writes lab/results/ptx-explore-triton05.json)
 
 Run it with ``TRITON_INTERPRET`` unset (the interpreter compiles nothing) and without importing gpucourse (which
 sets it in CPU mode): the solution cells are read from the notebook's JSON directly.
@@ -24,11 +24,11 @@ import warnings
 
 warnings.filterwarnings("ignore")
 os.environ.pop("TRITON_INTERPRET", None)
-import triton  # noqa: E402
-from triton._C.libtriton import ir  # noqa: E402
-from triton.backends import backends  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+import triton
+from triton._C.libtriton import ir
+from triton.backends import backends
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALIGNED = [["tt.divisibility", 16]]
@@ -101,7 +101,7 @@ def main():
                       ACTIVATION="none", INTERPRETED=False, EVEN_K=False, ALIGN=align)
         text = ptx(mm, sig, consts, {(i,): ALIGNED for i in range(4)}, num_warps=4, num_stages=4)
         out["matmul_kernel"][f"bf16, K = N = 1000 (strides 1000), 64x64x64, ALIGN={align}"] = memory_ops(text)
-    path = os.path.join(ROOT, "benchmarks", "results", "ptx-explore-triton05.json")
+    path = os.path.join(ROOT, "lab", "results", "ptx-explore-triton05.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
