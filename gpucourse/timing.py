@@ -337,7 +337,7 @@ def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None =
     ``flush_l2``: on a GPU, evict L2 before each repeat so inputs come from device memory. ``True`` flushes as
     ``do_bench`` does, by writing zeros over a buffer larger than L2; L2 is then full of dirty lines, which a kernel
     that reads more than L2 holds pays to write back while it runs (on the course's H100 about 10 µs: a 134 MB
-    bf16 GEMV took 60 µs after such a flush and 50 µs after a read, ``results/h100-explore-quant-flush.json``).
+    bf16 GEMV took 60 µs after such a flush and 50 µs after a read, ``lab/results/h100-explore-quant-flush.json``).
     ``"read"`` flushes by reading the buffer instead, which leaves L2 holding clean lines, as a model's next layer
     finds it; use it for short memory-bound kernels. ``False``: no flush.
 

@@ -51,7 +51,7 @@ A number is supported when
     4. The sentence cites a source. It cites when it contains
          * a URL (``https://...``, a markdown link's target too);
          * the path or file name of a file in the repository (tracked, or new and not ignored), e.g.
-           ``benchmarks/results/h100-explore-compile09.json``, ``kernels.py``, ``README.md``,
+           ``lab/results/h100-explore-compile09.json``, ``kernels.py``, ``README.md``,
            ``10_training_scale.ipynb`` (``.json .py .md .txt .csv .ipynb .cu .cuh .yml .yaml .toml``; a name
            that matches no file does not cite);
          * a marker ``(source: ...)``, ``(sources: ...)`` or ``(cited: ...)`` naming the document, e.g.

@@ -461,7 +461,7 @@ def test_explorer_on_a_gpu_says_tick_the_box_not_that_a_gpu_is_missing(monkeypat
     calls = []
     box = explorer.roofline_explorer(R.spec_ceilings("H100-SXM"), measure=lambda op: calls.append(op) or 1e-3,
                                      interactive=True)
-    (kind, _, tick), text = box.children[0].children, box.children[2]
+    (_, _, tick), text = box.children[0].children, box.children[2]
     assert explorer.UNTICKED in html.unescape(text.value) and "needs a CUDA GPU" not in text.value and calls == []
     tick.value = True
     assert "measured: 1 ms = " in text.value and len(calls) == 1

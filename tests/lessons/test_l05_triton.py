@@ -293,21 +293,28 @@ def test_softmax_vector_width_is_only_claimed_where_it_holds():
     assert width(torch.zeros(3, 100), torch.empty(3, 100), 100) == 4                   # fp32: 4 per 16 bytes
 
 
-def test_matmul_configs_are_chosen_by_shape():
+def test_matmul_configs_are_chosen_by_shape(monkeypatch):
     ns = cached_solutions("05_triton")
-    pick, row_alignment = ns["configs_for_shape"], ns["row_alignment"]
+    from gpucourse.lessons.l05_triton import tuning
+
+    assert ns["matmul_kernel"] is not None and ns["row_alignment"] is tuning.row_alignment  # the workbook uses them
+    pick, row_alignment = tuning.prune_by_shape, tuning.row_alignment
     if ns["INTERPRETED"]:
-        configs = ns["matmul_configs"]()
-        assert pick(configs, {"M": 16, "N": 8192}) == configs  # one config in the interpreter: nothing to choose
-    else:
-        configs = ns["matmul_configs"]()
+        configs = tuning.matmul_configs()
+        assert len(configs) == 1 and pick(configs, {"M": 16, "N": 8192}) == configs  # nothing to choose
+    # the GPU's choice, as on an H100 (132 SMs): a few rows, too few big tiles, large
+    monkeypatch.setattr(tuning, "interpreted", lambda: False)
+    monkeypatch.setattr(tuning, "_sm_count", lambda: 132)
+    configs = tuning.matmul_configs()
 
-        def shapes(m, n):
-            return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in pick(configs, {"M": m, "N": n})}
+    def shapes(m, n):
+        return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in pick(configs, {"M": m, "N": n})}
 
-        assert all(bm <= 32 for bm, _ in shapes(16, 8192))
-        assert shapes(1000, 1000) == {(64, 64), (64, 128), (128, 64), (128, 128)}
-        assert (128, 256) in shapes(8192, 8192)
+    assert all(bm <= 32 for bm, _ in shapes(16, 8192))
+    assert shapes(1000, 1000) == {(64, 64), (64, 128), (128, 64), (128, 128)}
+    assert (128, 256) in shapes(8192, 8192) and all(bm >= 64 for bm, _ in shapes(8192, 8192))
+    monkeypatch.setattr(tuning, "_sm_count", lambda: None)  # no GPU: every config is kept
+    assert pick(configs, {"M": 16, "N": 8192}) == configs
     import torch
 
     def args(m, n, k, dtype=torch.bfloat16, b_t=False):

@@ -101,12 +101,12 @@ def test_explorer_without_widgets_prints_and_plots(capsys):
 
 
 def test_recorded_sweep_agrees_with_the_model():
-    doc = recorded.h100()
-    model = measure.compare_with_model(doc["results"]["waves"]["sweep"])
+    sweep = recorded.h100()["wave_sweep"]
+    model = measure.compare_with_model(sweep)
     assert model["of"] >= 10 and model["agree"] == model["of"]
     assert model["model_steps"] == model["measured_steps"]
     # a flat sweep has no measured jumps: the comparison is not rigged to agree
-    flat = dict(doc["results"]["waves"]["sweep"], triton_ms=[1.0] * len(doc["results"]["waves"]["sweep"]["n"]))
+    flat = dict(sweep, triton_ms=[1.0] * len(sweep["n"]))
     assert measure.compare_with_model(flat)["agree"] < model["of"]
 
 
@@ -350,7 +350,7 @@ def test_alignment_summary_relates_each_unaligned_k_to_its_padded_neighbour():
     assert rows[8190]["padded_k"] == 8192 and rows[8190]["unpadded_share"] == pytest.approx(0.4)
     assert rows[8193]["padded_k"] == 8200 and rows[8193]["padded_share"] == pytest.approx(0.9)
     # the recorded H100 sweep (one run per K, before the interleaved one) reads the same way
-    rec = measure.alignment_summary(recorded.h100()["results"]["alignment"]["k_sweep"])
+    rec = measure.alignment_summary(recorded.h100()["alignment_k_sweep"])
     assert all(0 < r["unpadded_share"] < 0.5 < r["padded_share"] < 1 for r in rec)
     # a K whose padded neighbour was not measured has no share
     assert measure.alignment_summary({"k": [8191], "tflops": [150.0], "padded_tflops": [600.0]})[0][
@@ -392,7 +392,7 @@ def test_fp8_table_and_targets_are_like_for_like():
 def test_recorded_fp8_runs_read_like_for_like():
     text = recorded.fp8_modes(recorded.h100())
     assert "8192x8192x8192" in text and "972 / 1,228 = 0.79" in text and "1,208 / 1,277 = 0.95" in text
-    rows = measure.accuracy_rows(recorded.h100()["results"]["fp8_accuracy"])
+    rows = measure.accuracy_rows(recorded.h100()["fp8_accuracy"])
     assert list(rows) == list(measure.ACCURACY_NAMES)
     assert rows["fp8_matmul fast"][-1] > 2 * rows["fp8_matmul precise"][-1]  # fast's error grows with K
     same = {n: [1e-3] for n in measure.ACCURACY_NAMES}
@@ -438,3 +438,24 @@ def test_lesson_teaches_the_wave_model_without_naming_its_answer():
     prose = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert "waves.py" not in prose and "your first exercise" not in prose
     assert "stay on top of each other" not in prose and "within about 1%" not in prose
+
+
+def test_recorded_values_are_the_promoted_lab_runs():
+    """The curated file holds what its promote step takes from the lab's two runs, under declared keys only."""
+    import json
+
+    from gpucourse.workbooks import ROOT
+
+    doc = recorded.h100()
+    assert set(doc) == set(recorded.KEYS)
+    assert [s["file"] for s in doc.sources] == [recorded.FIRST, recorded.SECOND]
+    paths = [os.path.join(ROOT, rel) for rel in (recorded.FIRST, recorded.SECOND)]
+    if all(os.path.exists(p) for p in paths):
+        runs = []
+        for p in paths:
+            with open(p) as f:
+                runs.append(json.load(f)["results"])
+        assert recorded.promote_values(*runs) == dict(doc)
+    assert list(doc["fp8_accuracy"]) == ["m", "n", "k", *measure.ACCURACY_NAMES]
+    with pytest.raises(KeyError, match="declares no key"):
+        doc["results"]

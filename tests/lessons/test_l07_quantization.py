@@ -445,58 +445,11 @@ def test_gpu_large_shapes_and_peers():
     assert (fn is None) == (why is not None)
 
 
-def test_recorded_profile_prints_the_committed_ncu_figures(capsys):
-    """Lesson 07 section 4 explains the int4 kernel's shortfall with a recorded Nsight Compute run: the figures it
-    prints must be the committed file's, and the file must hold what the prose reads from it."""
-    import json
-    import os
-
-    from gpucourse.lessons.l07_quantization import recorded
-    from gpucourse.workbooks import ROOT
-
-    with open(os.path.join(ROOT, "benchmarks", "results", recorded.FILE)) as f:
-        ncu = json.load(f)["ncu_8192x8192"]
-    p = recorded.show_profile()
-    out = capsys.readouterr().out
-    assert "not measured here" in out and "H100" in out
-    dram4, dram8 = float(ncu["w4a16"]["DRAM Throughput"][0]), float(ncu["w8a16"]["DRAM Throughput"][0])
-    assert f"{dram4:15.0f}" in out and f"{dram8:15.0f}" in out
-    # what the prose says: int4 uses about a third of DRAM, int8 about three-quarters; ~9 instructions per weight;
-    # the word-wise variant no faster than the lesson kernel
-    assert 25 <= dram4 <= 40 and 65 <= dram8 <= 80
-    assert 8 <= ncu["w4a16_instructions"]["thread_instructions_per_weight"] <= 10
-    assert p["words_best_i4"] <= p["lesson_i4_range"][1] * 1.05
-
-
-def test_recorded_rounds_print_the_committed_runs_and_back_the_prose(capsys):
-    """Section 4's second table: the rounds that separated reading from computing (committed H100 results) and the
-    Nsight Compute line on the planes kernel. The prose reads from them: reading the words alone takes about 15 µs,
-    every GEMV takes longer, x in planes is the fastest int4 GEMV, and the planes kernel runs about five instructions
-    per weight with DRAM about half busy and 127 registers a thread."""
-    from gpucourse.lessons.l07_quantization import recorded
-
-    r = recorded.show_rounds()
-    out = capsys.readouterr().out
-    assert "not measured here" in out and "H100" in out
-    assert f"{r['read_only']:6.1f}" in out and f"{r['planes_alone']:6.1f}" in out
-    assert 14 < r["read_only"] < 16
-    gemvs = (r["bytes_pairs"], r["words_split"], r["planes_alone"], r["planes_both"])
-    assert all(g > r["read_only"] for g in gemvs)
-    assert r["planes_alone"] == min(r["bytes_pairs"], r["words_split"], r["planes_alone"])
-    assert r["planes_both"] < r["bytes_pairs"] and r["bf16"] > 2 * r["planes_alone"]
-    k = r["ncu"]
-    per_weight = k["warp_instructions"] * 32 / 8192 ** 2
-    assert 4.5 < per_weight < 5.5 and f"{per_weight:.1f} instructions per weight" in out
-    assert 40 <= k["dram_pct"] <= 60 and k["registers"] == 127
-    ncu = recorded.ncu_planes()
-    assert set(ncu) == {"w8a16_kernel", "x_planes_kernel", "w4a16_rows_kernel"}
-
-
 def test_recorded_tc_run_prints_the_committed_figures_and_backs_the_prose(capsys):
-    """Section 4b's table: the tensor-core path's recorded H100 run (h100-explore-quant-tc3.json) beside the rows path
-    and bf16, and the read floor (h100-explore-quant-access.json). The prose reads from it: the tc path is the faster
-    of the two where the rows path is slowest (4096 x 14336) and about even elsewhere, its error is the rows path's,
-    and reading the int4 words alone allows a bit over 3.2x bf16, which no GEMV reaches (the target needs the floor)."""
+    """The going-further section's table: the tensor-core path's recorded H100 run (the curated file) beside the rows
+    path and bf16, and the read floor. The prose reads from it: the tc path is the faster of the two where the rows
+    path is slowest (4096 x 14336) and about even elsewhere, its error is the rows path's, and reading the int4 words
+    alone allows a bit over 3.2x bf16, which no GEMV reaches."""
     from gpucourse.lessons.l07_quantization import recorded
 
     r = recorded.show_tc()
@@ -517,7 +470,7 @@ def test_recorded_tc_run_prints_the_committed_figures_and_backs_the_prose(capsys
 
 
 def test_recorded_tile_major_run_prints_the_committed_figures_and_backs_the_prose(capsys):
-    """Section 4b's tile-major table (h100-explore-quant-batch.json): the prose says the layout is faster than the
+    """The going-further section's tile-major table (the curated file): the prose says the layout is faster than the
     row layout on every shape, most on the widest matrix, still above the read floor; and the configuration the
     table labels as shipped is the one kernels.CONFIGS gives the tc path."""
     from gpucourse.lessons.l07_quantization import recorded
@@ -534,8 +487,28 @@ def test_recorded_tile_major_run_prints_the_committed_figures_and_backs_the_pros
     assert max(gains, key=gains.get) == (28672, 4096)
     assert shapes[(8192, 8192)]["tiled"] > recorded.tc_rounds()["read_only"]  # above the read floor
     c = kernels.CONFIGS["w4_tc"]
-    assert recorded.TILED == f"tiled TB128 BN{c['BLOCK_N']} ns{c['NSTAGE']} T{c['CTAS_PER_SM']}"
+    assert r["shipped"] == {"TB": 128, "BLOCK_N": c["BLOCK_N"], "NSTAGE": c["NSTAGE"], "CTAS_PER_SM": c["CTAS_PER_SM"]}
     assert kernels.tile_major.__defaults__ == (128,)  # TB128: the block lesson_int4 lays the weights out in
+
+
+def test_curated_recorded_file_is_what_promote_writes(tmp_path, monkeypatch):
+    """The committed benchmarks/results/recorded/h100-l07_quantization.json holds exactly what the promote step
+    makes of the lab's runs (written here into a scratch folder), and declares every key the lesson reads."""
+    import json
+
+    from gpucourse import recorded as curated
+    from gpucourse.lessons.l07_quantization import recorded
+
+    committed = curated.load(recorded.LESSON)
+    monkeypatch.setattr(curated, "recorded_dir", lambda: str(tmp_path))
+    with open(recorded.promote()) as f:
+        fresh = json.load(f)
+    assert fresh["values"] == json.loads(json.dumps(dict(committed)))
+    assert fresh["keys"] == committed.keys_described == dict(sorted(recorded.KEYS.items()))
+    assert fresh["environment"] == committed.environment and committed.environment["gpu"].startswith("NVIDIA H100")
+    assert [s["file"] for s in committed.sources] == [recorded.TC_RUN, recorded.ACCESS_RUN, recorded.BATCH_RUN]
+    with pytest.raises(KeyError, match="declares no key"):
+        committed["rows BN4 BW256 w2"]  # a lab label is not a key
 
 
 def test_lesson_int4_lays_each_weight_out_once_and_again_after_a_change(monkeypatch):
@@ -574,3 +547,45 @@ def test_w4a16_path_is_the_default_the_gemv_takes():
     assert kernels.w4a16_path(torch.zeros(cfg["w4_rows_max_m"] + 1, 256, device=DEV), 128) == "dot"
     if not gpucourse.on_gpu():
         assert want == "rows"  # the interpreter runs the tc path only when asked (tc=True)
+
+
+# --- the lesson's shape: one story, then "Going further" -------------------------------------------------------------
+
+def _prose_words(nb: dict) -> tuple:
+    """(words before the "Going further" section, whether that section exists and nothing but it follows)."""
+    words, going_further = 0, None
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        headings = [line for line in text.splitlines() if line.startswith("#")]
+        if headings and "Going further" in headings[0]:
+            going_further = i
+            break
+        words += len(text.split())
+    rest = nb["cells"][going_further + 1:] if going_further is not None else []
+    later = ["".join(c["source"]) for c in rest if c["cell_type"] == "markdown"]
+    only_going_further = going_further is not None and not any(
+        line.startswith("## ") for text in later for line in text.splitlines())
+    return words, only_going_further
+
+
+def test_lesson_prose_is_at_most_2500_words_before_going_further(capsys):
+    """The lesson tells one story in at most 2,500 words of prose. The rule: whitespace-split words of every markdown
+    cell (code spans, links and headings included) before the first markdown cell whose first heading contains
+    "Going further"; that section, the tensor-core path, must exist and be the last (no "## " heading after it)."""
+    import json
+    import os
+
+    from gpucourse.workbooks import ROOT
+
+    with open(os.path.join(ROOT, "notebooks", "07_quantization.ipynb"), encoding="utf-8") as f:
+        nb = json.load(f)
+    words, last = _prose_words(nb)
+    with capsys.disabled():
+        print(f"\nlesson 07: {words} words of prose before 'Going further'")
+    assert last, "the notebook needs a final markdown section whose first heading contains 'Going further'"
+    assert words <= 2500, f"{words} words of prose before 'Going further' (at most 2,500)"
+    too_long = {"cells": nb["cells"] + [{"cell_type": "markdown", "source": ["## Going further\n"]}]}
+    too_long["cells"][0] = {"cell_type": "markdown", "source": ["word " * 2501]}
+    assert _prose_words(too_long)[0] > 2500  # the count sees a long cell before the section

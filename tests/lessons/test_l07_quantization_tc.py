@@ -1,13 +1,13 @@
-"""Lesson 07's tensor-core int4 GEMV (kernels.w4a16_tc_kernel, ``w4a16_gemv(..., tc=True)``) against the exact
+"""Lesson 07's tensor-core int4 GEMV (tensorcore.w4a16_tc_kernel, ``w4a16_gemv(..., tc=True)``) against the exact
 product: in Triton's interpreter in CPU mode (its plain-Triton dequantization), on the GPU with the `gpu` marker (the
-inline-PTX one, on a Hopper GPU: compute capability 9.x). The H100 timings are benchmarks/explore_quant_tc.py's."""
+inline-PTX one, on a Hopper GPU: compute capability 9.x). Its H100 timings are logged in lab/README.md."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 import gpucourse
-from gpucourse.lessons.l07_quantization import kernels, packing, quant
+from gpucourse.lessons.l07_quantization import block_sizes, kernels, packing, quant, tensorcore
 
 DEV = gpucourse.torch_device()
 
@@ -56,7 +56,8 @@ def test_tc_path_is_gated_to_hopper_exactly(monkeypatch):
 
     assert [kernels.tc_capable(c) for c in ((9, 0), (9, 1), (8, 0), (8, 9), (10, 0), (12, 0), (7, 5))] == \
         [True, True, False, False, False, False, False]
-    monkeypatch.setattr(kernels, "INTERPRETED", False)
+    for module in (block_sizes, tensorcore):  # the configuration table and the tc gate each read it
+        monkeypatch.setattr(module, "INTERPRETED", False)
     x = types.SimpleNamespace(dtype=torch.bfloat16, device=torch.device("cuda", 0), shape=(1, 256))
     for cap, want in (((9, 0), True), ((10, 0), False), ((12, 0), False), ((8, 0), False)):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, cap=cap: cap)

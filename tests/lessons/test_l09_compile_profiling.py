@@ -204,7 +204,11 @@ def test_recorded_ncu_result_is_there(capsys):
     doc = recorded.show_recorded_ncu()
     out = capsys.readouterr().out
     assert "recorded on an NVIDIA H100" in out and "_softmax_kernel" in out and "triton_poi_fused_sin_0" in out
-    assert doc["ncu_softmax"]["ok"] and doc["ncu_sin_compiled"]["ok"]
+    assert doc["ncu_softmax"][0]["name"] == "_softmax_kernel"
+    assert doc["ncu_sin_compiled"][0]["name"] == "triton_poi_fused_sin_0"
+    assert "(h100-l09_compile_profiling.json)" in out  # the curated file, never a lab file
+    with pytest.raises(KeyError, match="declares no key"):
+        doc["ncu_sin_eager"]
 
 
 # -- benchmark targets ---------------------------------------------------------------------------------------------
@@ -497,3 +501,30 @@ def test_generated_keeps_earlier_compilations_unless_asked(monkeypatch):
     assert calls == [] and torch.allclose(g["out"], measure.sin_chain(x))
     measure.generated(measure.sin_chain, x, backend="eager")
     assert calls == [1]
+
+
+def test_ncu_runs_the_lesson_s_target_as_a_module(monkeypatch):
+    """ncu profiles ``python -m gpucourse.lessons.l09_compile_profiling.ncu_target``: no script from the checkout."""
+    from gpucourse.lessons.l09_compile_profiling import ncu_target, profiling
+
+    monkeypatch.setattr(profiling.shutil, "which", lambda name: "/bin/echo")  # echo prints the command it was given
+    res = measure.ncu("softmax")
+    assert not res["ok"] and "-m gpucourse.lessons.l09_compile_profiling.ncu_target softmax" in res["why"]
+    assert ncu_target.main(["no_such_target"]) == 2 and set(ncu_target.TARGETS) >= {"softmax", "sin_chain_compiled"}
+
+
+def test_recorded_values_are_the_promoted_lab_run():
+    """The curated file holds what its promote step takes from the lab's run, under declared keys only."""
+    import json
+    import os
+
+    from gpucourse.workbooks import ROOT
+
+    doc = recorded.load()
+    assert set(doc) == set(recorded.KEYS) and doc.sources[0]["file"] == recorded.SOURCE
+    path = os.path.join(ROOT, recorded.SOURCE)
+    if os.path.exists(path):
+        with open(path) as f:
+            assert recorded.promote_values(json.load(f)) == dict(doc)
+    with pytest.raises(KeyError, match="declares no key"):
+        doc["fusion"]

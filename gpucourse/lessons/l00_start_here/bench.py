@@ -43,7 +43,7 @@ def timing_agreement() -> dict:
     x = torch.empty(n, device="cuda").uniform_()
     y = torch.empty_like(x)
     copy = _agreement(lambda: y.copy_(x), "copy 1 GiB", bytes=2 * n * 4)
-    del x, y
+    x = y = None  # free the buffers (the timed lambdas above are done)
     m = 8192
     low = matmul_dtype()
     a = torch.randn(m, m, device="cuda", dtype=low.torch)

@@ -62,7 +62,9 @@ def _first_win(sizes, faster, slower):
 def crossover(op: str = "matmul", sizes=None) -> dict:
     """Median time of ``op`` on the CPU and (GPU mode) on the GPU at each size, fp32, and the smallest size from
     which the GPU is faster at every larger size (None in CPU mode, or if it never wins). For the matmul also
-    ``cpu_1thread_ms``: the CPU time with ``torch.set_num_threads(1)`` (``threads``: the default it is compared with).
+    ``cpu_1thread_ms``: the CPU time with ``torch.set_num_threads(1)`` (``threads``: the default it is compared with),
+    for both ops, and ``crossover_best_cpu``: the crossover against the faster of the two CPU times at each size, which
+    a slow point of one thread count (the pool waking up, another process on the host) cannot move.
 
     Two GPU cases (GPU mode only): ``gpu_ms``, the data already on the GPU (the op alone, CUDA events, no flush);
     ``moved_ms``, the data starting on the CPU (``"pageable"`` and ``"pinned"`` host tensors: copy both inputs in, the
@@ -73,22 +75,24 @@ def crossover(op: str = "matmul", sizes=None) -> dict:
     cpu_1t_ms = []
     for n in sizes:
         cpu_ms.append(host_ms(_make_op(op, n, "cpu")))
-        if op == "matmul":  # the same point on one CPU thread: shows what torch's intra-op thread pool adds
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)
-            try:
-                cpu_1t_ms.append(host_ms(_make_op(op, n, "cpu")))
-            finally:
-                torch.set_num_threads(threads)
+        threads = torch.get_num_threads()  # the same point on one CPU thread: what the intra-op thread pool adds
+        torch.set_num_threads(1)
+        try:
+            cpu_1t_ms.append(host_ms(_make_op(op, n, "cpu")))
+        finally:
+            torch.set_num_threads(threads)
         if device.on_gpu():
             gpu_ms.append(bench(_make_op(op, n, "cuda"), rep_ms=30, flush_l2=False).median_ms)
             for kind in moved:
                 moved[kind].append(host_ms(_make_moved_op(op, n, pinned=kind == "pinned"), rep_ms=30))
     cross = _first_win(sizes, gpu_ms, cpu_ms) if gpu_ms else None
+    best_cpu = [min(a, b) for a, b in zip(cpu_ms, cpu_1t_ms)]
+    cross_best = _first_win(sizes, gpu_ms, best_cpu) if gpu_ms else None
     moved_ms = moved if gpu_ms else None
     moved_cross = {k: _first_win(sizes, v, cpu_ms) for k, v in moved.items()} if gpu_ms else None
     return {"op": op, "sizes": sizes, "cpu_ms": cpu_ms, "cpu_1thread_ms": cpu_1t_ms or None,
-            "threads": torch.get_num_threads(), "gpu_ms": gpu_ms or None, "crossover": cross, "moved_ms": moved_ms, "moved_crossover": moved_cross,
+            "threads": torch.get_num_threads(), "gpu_ms": gpu_ms or None, "crossover": cross,
+            "crossover_best_cpu": cross_best, "moved_ms": moved_ms, "moved_crossover": moved_cross,
             "unit": "matrix side n (n x n fp32)" if op == "matmul" else "elements (fp32)"}
 
 
@@ -136,7 +140,9 @@ matmul_dtype = dtypes.tensor_core_16bit  # bf16, or fp16 on a T4 (saying so): th
 
 def timing_pairs(idle_s: float = 3.0) -> list:
     """Four timing mistakes on the GPU, each as (wrong number, right number) in ms, with what went wrong
-    (``mistake``: a key of ``MISTAKE_DIRECTION``, which says which way it errs)."""
+    (``mistake``: a key of ``MISTAKE_DIRECTION``, which says which way it errs) and ``labels``, the names of the two
+    numbers: "wrong"/"right", except for the clock row, whose two numbers are two regimes ("after idle"/"after
+    settle"), neither of them wrong."""
     device.require_gpu("timing_pairs")
     out = []
     n = 4096
@@ -187,7 +193,9 @@ def timing_pairs(idle_s: float = 3.0) -> list:
     # Which way it errs depends on the GPU: clocks may still be ramping up from idle (too slow), or a power-capped
     # GPU may run at boost clocks until it reaches its power limit (too fast; the course's H100 did this).
     out.append({"mistake": "clocks not steady (idle GPU, no settle)", "what": f"{low.short} matmul {m}x{m}",
-                "wrong_ms": cold_start, "right_ms": steady})
+                "wrong_ms": cold_start, "right_ms": steady, "labels": ("after idle", "after settle")})
+    for p in out:
+        p.setdefault("labels", ("wrong", "right"))
     return out
 
 

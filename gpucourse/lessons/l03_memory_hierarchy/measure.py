@@ -15,18 +15,14 @@ import functools
 
 from gpucourse import device, dtypes
 from gpucourse.progress import progress
+from gpucourse.solutions import for_lesson
 from gpucourse.timing import bench, copy_gbps, graph_repeat, interleaved, settle
+
+from . import LESSON
 
 QUICK = {"warmup_ms": 1, "rep_ms": 5, "min_reps": 2}  # for tests: the code path, not the figures
 
-
-def solutions() -> dict:
-    from gpucourse.solutions import cached_solutions
-    from . import LESSON
-
-    return cached_solutions(LESSON.notebook)
-
-
+solutions = for_lesson(LESSON)  # the solved workbook's namespace, loaded on the first call
 
 
 def _captured(fn, reps: int):
@@ -60,7 +56,7 @@ def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_fro
     memory latency. From ``eager_from`` bytes up, torch's eager ``dst.copy_(src)`` is timed too, one call per repeat
     (long enough that launch gaps do not matter): the baseline a practitioner would use. ``graph_memcpy`` also times
     ``copy_`` captured in a CUDA graph, where it becomes a memcpy node, not a kernel: on the course's H100 that path
-    ran about 20% slower from 1 GiB up (``benchmarks/results/h100-explore-memory03.json``), so the sweep times a
+    ran about 20% slower from 1 GiB up (``lab/README.md``, explore_memory03), so the sweep times a
     kernel instead.
     """
     import torch
@@ -93,7 +89,7 @@ def working_set(sizes=None, bench_kw=None, graph_memcpy: bool = False, eager_fro
             out["graph_memcpy_gbps"].append(bench(g, bytes=reps * 2 * n * 4, name=f"graph copy_ ws={ws}",
                                                   **bench_kw).gbps)
             del g
-        del src, dst, fn
+        src = dst = fn = None  # free the buffers (the timed lambdas above are done)
     if not graph_memcpy:
         del out["graph_memcpy_gbps"]
     p = device.props()

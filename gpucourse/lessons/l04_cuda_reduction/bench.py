@@ -19,21 +19,20 @@ def ladder_bench() -> dict:
 
 
 def _sum_many_targets(res) -> list:
-    """Issue #18's targets for the 800 MB cases (the talk's stand-in and sizes from 1 float up): at least 0.87x the
-    speed of one torch.sum over the same bytes (time at most 1.15x), 100x the Python loop, 20x _foreach_norm; for a
-    few large tensors the first only. Each case the result holds gets its targets."""
+    """For each case the result holds: at least 0.87x the speed of one torch.sum over the same bytes (time at most
+    1.15x). That one sum is the ceiling: sum_many reads the same bytes, so how much it beats the Python loop or
+    ``_foreach_norm`` is bounded by how much the one sum beats them (97x and 12x on the course's H100), and a fixed
+    100x / 20x over them (issue #18's first targets) would test the machine, not the kernel. The notebook prints
+    those speedups beside the ceiling's."""
     out = []
-    for key, suffix, full in (("seed_case", "", True), ("random_case", " (sizes 1-200k)", True),
-                              ("few_large_case", " (8 tensors of millions)", False)):
+    for key, suffix in (("seed_case", ""), ("random_case", " (sizes 1-200k)"),
+                        ("few_large_case", " (8 tensors of millions)")):
         if key not in res:
             continue
         r = res[key]["rows"]
         mine = r["sum_many (one CUDA launch)"]["ms"]
         out.append(target(f"sum_many time / one torch.sum over the concatenation{suffix}",
                           mine / r["one torch.sum over the concatenation"]["ms"], 1.15, "<="))
-        if full:
-            out += [target(f"Python loop time / sum_many time{suffix}", r["Python loop of t.sum()"]["ms"] / mine, 100),
-                    target(f"_foreach_norm time / sum_many time{suffix}", r["torch._foreach_norm"]["ms"] / mine, 20)]
     return out
 
 

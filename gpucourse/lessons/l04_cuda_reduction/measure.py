@@ -13,7 +13,10 @@ import sys
 import time
 
 from gpucourse import device, timeline
+from gpucourse.solutions import for_lesson
 from gpucourse.timing import bench, copy_gbps
+
+from . import LESSON
 
 LADDER_N = 2**28  # 1 GiB of float32
 ATOMIC_N = 2**24  # step 1 (one atomic per element) is timed on 64 MiB: on 1 GiB it would take far longer
@@ -34,11 +37,7 @@ CASE_TITLES = {"seed_case": "seed case (2000 tensors, 1k-200k floats)",
 COMPILE_COUNT = 200
 
 
-def solutions() -> dict:
-    from gpucourse.solutions import cached_solutions
-    from . import LESSON
-
-    return cached_solutions(LESSON.notebook)
+solutions = for_lesson(LESSON)  # the solved workbook's namespace, loaded on the first call
 
 
 AHEAD = ("ladder", "block_sum", "sum_many")  # the extensions the cells after the ReLU build

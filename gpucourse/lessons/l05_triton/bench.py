@@ -11,14 +11,12 @@ from __future__ import annotations
 from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
 from gpucourse.progress import progress
+from gpucourse.solutions import for_lesson
 from gpucourse.timing import bench, copy_gbps, interleaved, settle
 
+from . import LESSON
 
-def solutions() -> dict:
-    from gpucourse.solutions import cached_solutions
-    from . import LESSON
-
-    return cached_solutions(LESSON.notebook)
+solutions = for_lesson(LESSON)  # the solved workbook's namespace, loaded on the first call
 
 
 @register("triton05_vector_add")
@@ -32,7 +30,7 @@ def vector_add_bench() -> dict:
     torch.testing.assert_close(vector_add(x, y), x + y, rtol=0, atol=0)
     big = interleaved({"triton": lambda: vector_add(x, y), "torch": lambda: x + y}, bytes=3 * n * 4)
     copy = copy_gbps(n * 4)
-    del x, y
+    x = y = None  # free the buffers (the timed lambdas above are done)
     sizes = [2**k for k in range(12, 29, 2)]
     series = {"triton": [], "torch": []}
     for s in progress(sizes, "vector_add sweep"):
@@ -162,7 +160,7 @@ def matmul_bench() -> dict:
     settle(lambda: torch.matmul(a, b))  # compute-bound: reach steady clocks before timing
     plain = {name: (lambda fn=fn: fn(a, b)) for name, fn in kernels.items()}
     mm = interleaved({**plain, "cuBLAS": lambda: torch.matmul(a, b)}, rounds=5, flops=2 * m * n * k, **timed)
-    del a, b
+    a = b = None  # free the buffers (the timed lambdas above are done)
     sizes = [512, 1024, 2048, 4096, 8192]  # (3072 and 6144 dropped to pay for the fused-epilogue rounds)
     sweep = {name: [] for name in [*kernels, "cuBLAS"]}
     for s in progress(sizes, "matmul sweep"):
@@ -208,7 +206,8 @@ def rotated_rounds(fns: dict, rounds: int, timer=None, **bench_kwargs) -> dict:
 
 
 FUSED_SHAPES = [(8192, 8192, 8192), (8192, 8192, 2048), (4096, 4096, 1024)]
-ROUNDS = 3  # rounds of the fused-epilogue benchmark: every contender once per round
+ROUNDS = 7  # rounds of the fused-epilogue benchmark: every contender once per round (at 8192³ three rounds left
+# one contender's range wider than the differences between contenders; seven take about 3 s more per shape)
 
 
 @register("triton05_fused_epilogue")
@@ -287,7 +286,7 @@ def fused_epilogue_bench() -> dict:
             # what bias + SiLU add over the plain matmul each one builds on: ours over our own plain kernel,
             # torch's over cuBLAS's plain matmul
             "epilogue_ms": epilogue}
-        del a, b, bias
+        a = b = bias = None  # free the buffers (the timed lambdas above are done)
     s = out["shapes"]
     out["targets"] = [
         target(f"fused matmul+bias+silu / best of addmm+silu and torch.compile ({low.short} 8192^3)",
@@ -356,7 +355,7 @@ def offshape_bench() -> dict:
         us = {name: rr.median_ms * 1e3 for name, rr in r.items()}
         out["softmax"][f"{rows}x{cols} {dt}"] = {"us": us, "vs_torch": us["torch"] / us["triton"],
                                                  "vs_copy": us["copy"] / us["triton"]}
-        del x, dst
+        x = dst = None  # free the buffers (the timed lambdas above are done)
     kernel = sol["matmul_kernel"]
     for m, n, k in progress(MATMUL_SHAPES, "off-shape matmul"):
         a = torch.randn(m, k, device="cuda", dtype=low.torch)
@@ -372,7 +371,7 @@ def offshape_bench() -> dict:
             "host_us_per_call": {name: _host_us_per_call(fn) for name, fn in fns.items()},
             "graph_us_per_call": graph, "graph_vs_cuBLAS": graph["cuBLAS"] / graph["triton"],
             "config": str(getattr(kernel, "best_config", None))}
-        del a, b
+        a = b = None  # free the buffers (the timed lambdas above are done)
     for m, n, k in progress(MATMUL_SWEEP, "off-shape matmul sweep"):
         a = torch.randn(m, k, device="cuda", dtype=low.torch)
         b = torch.randn(k, n, device="cuda", dtype=low.torch)
@@ -381,7 +380,7 @@ def offshape_bench() -> dict:
              for name, fn in (("triton", matmul), ("cuBLAS", torch.matmul))}
         out["matmul_sweep"][f"{m}x{n}x{k}"] = {"us": t, "vs_cuBLAS": t["cuBLAS"] / t["triton"],
                                                "config": str(getattr(kernel, "best_config", None))}
-        del a, b
+        a = b = None  # free the buffers (the timed lambdas above are done)
     s, mm = out["softmax"], out["matmul"]
     out["targets"] = [
         target(f"softmax 65536x128 {low.short} / torch.softmax", s[f"65536x128 {low.dtype}"]["vs_torch"], 1.0),

@@ -34,7 +34,7 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 def configs():
     """Tile shapes to try on a GPU; (128, 256, 64) with 4 stages and a split epilogue won on the H100 at 8192³
-    (``benchmarks/results/h100-explore-matmul-tma.json``)."""
+    (``lab/results/h100-explore-matmul-tma.json``)."""
     if INTERPRETED:
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "SPLIT_STORE": True})]
     shapes = [(128, 256, 64, 4, 8, True), (128, 256, 64, 3, 8, True), (128, 256, 64, 3, 8, False),

@@ -1,9 +1,10 @@
 """A fixed-tile Triton matmul for the wave experiments: no autotuning, so the tile (and with it the staircase of
 tiles and waves) stays the same at every N, unlike cuBLAS, which picks a kernel per shape.
 
-One program per output tile, tiles walked in groups of GROUP_M rows (for L2 reuse, as in lesson 05). bf16 or fp16
-operands, fp32 accumulation, output in the inputs' dtype. Every edge is masked, so any M, N, K works; on a GPU an
-unaligned row length still works but is slower, which the alignment section measures.
+One program per output tile, tiles walked in groups of GROUP_M rows (for L2 reuse, as in lesson 05), with the kit's
+tile loop (:mod:`gpucourse.tiles`). bf16 or fp16 operands, fp32 accumulation, output in the inputs' dtype. Every edge
+is masked, so any M, N, K works; on a GPU an unaligned row length still works but is slower, which the alignment
+section measures.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+from gpucourse.tiles import grouped_tile, tile_dot
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # The tile that shows the staircase on an H100: 128×256 with 64-wide K steps, 8 warps, 3 stages. Its operand
@@ -23,25 +26,10 @@ CPU_TILE = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=1)
 @triton.jit
 def fixed_tile_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
-    pid = tl.program_id(0)
-    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = min(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k0 + rk)[None, :] * sak,
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
-                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        if UPCAST:  # the interpreter's tl.dot gets bf16 wrong (triton-lang/triton#11584); exact in fp32
-            a, b = a.to(tl.float32), b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
+    acc = tile_dot(a_ptr, b_ptr, rm, rn, M, N, K, sam, sak, sbk, sbn, BLOCK_M, BLOCK_N, BLOCK_K, UPCAST)
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 

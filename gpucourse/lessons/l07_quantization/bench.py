@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
+from gpucourse.solutions import for_lesson
 
-from . import kernels, measure
+from . import LESSON, kernels, measure
 
 # The targets (each a ratio of speeds, peer µs / ours, in one run):
 # * int8 against the compiled one-liner (F.linear(x, q.to(bf16)) * scale, coordinate descent tuning): the one line
@@ -28,7 +29,7 @@ from . import kernels, measure
 #   and every multiply-add on the CUDA cores, tinygemm runs them on the tensor cores from a tiled layout. Its launch
 #   parameters cannot take it to the 0.9 it was held to until 2026-11-26: of 36 (BLOCK_N, BLOCK_W, num_warps) timed
 #   beside tinygemm, the best (4, 256, 2, now its default) ran 0.873 / 0.832 / 0.859 of tinygemm on the three shapes
-#   (results/h100-explore-quant-workbook-int4.json); 0.9 would take another design (tl.dot on a tile-major layout,
+#   (lab/README.md); 0.9 would take another design (tl.dot on a tile-major layout,
 #   as the lesson's kernel).
 # * torchao's int8 weight-only layer (its own run, where torchao is installed): the same mechanism as the one-liner
 #   and the same bytes, its speed as the one-liner's: the workbook's int8 kernel must tie with it or beat it (>= 0.97;
@@ -39,11 +40,7 @@ TINYGEMM_TARGET_SOLUTION = 0.8
 TORCHAO_TARGET = 0.97
 
 
-def solutions() -> dict:
-    from gpucourse.solutions import cached_solutions
-    from . import LESSON
-
-    return cached_solutions(LESSON.notebook)
+solutions = for_lesson(LESSON)  # the solved workbook's namespace, loaded on the first call
 
 
 def _low(res: dict) -> str:

@@ -354,7 +354,7 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
                 ceiling[fmt] = nbytes / (copy_gbps(nbytes // 2, **FLUSH) * 1e9) * 1e6  # read + written
         rows.append({"shape": [n, k], "m": m, "us": us, "ceiling_us": ceiling, "max_rel_err": err,
                      "bytes": {fmt: kernels.gemv_bytes(m, n, k, fmt, group_size) for fmt in ("bf16", "int8", "int4")}})
-        del d, w, q8, s8, p4, s4, fns
+        d = w = q8 = s8 = p4 = s4 = fns = None  # this shape's tensors freed before the next (the lambdas are done)
     return {"m": m, "group_size": group_size, "dtype": dtypes.name(low), "rows": rows, "notes": notes}
 
 
@@ -491,10 +491,10 @@ def mlp_decode(hidden: int = 4096, inter: int = 14336, m: int = 1, int8_fn=None,
 
 
 def int4_paths(shapes=SHAPES, group_size: int = GROUP, rounds: int = 3, bench_kw=None) -> dict:
-    """The int4 paths of section 4 and 4b measured live, M = 1, in one interleaved run per shape: bf16 cuBLAS,
-    ``w4a16_gemv``'s rows path, its tc path on ``pack_int4``'s row layout, the tc path on tile-major weights (what
-    :func:`lesson_int4` runs) and tinygemm; with each one's largest error against the exact product, relative to its
-    largest value. The tc rows need a Hopper GPU (or the interpreter); where the tc path cannot run they are left
+    """The int4 paths of section 4 and "Going further" measured live, M = 1, in one interleaved run per shape: bf16
+    cuBLAS, ``w4a16_gemv``'s rows path, its tc path on ``pack_int4``'s row layout, the tc path on tile-major weights
+    (what :func:`lesson_int4` runs) and tinygemm; with each one's largest error against the exact product, relative
+    to its largest value. The tc rows need a Hopper GPU (or the interpreter); where the tc path cannot run they are left
     out and ``notes`` says so."""
     bench_kw = {**FLUSH, **(bench_kw or {})}
     low = low_dtype().torch
@@ -524,5 +524,5 @@ def int4_paths(shapes=SHAPES, group_size: int = GROUP, rounds: int = 3, bench_kw
         timed = interleaved(fns, rounds=rounds, **bench_kw)
         rows.append({"shape": [n, k], "us": {name: r.median_ms * 1e3 for name, r in timed.items()},
                      "max_rel_err": err})
-        del d, fns
+        d = fns = None  # this shape's tensors freed before the next (the lambdas are done)
     return {"group_size": group_size, "dtype": dtypes.name(low), "rows": rows, "notes": notes}

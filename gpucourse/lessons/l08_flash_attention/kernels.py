@@ -33,7 +33,7 @@ DTYPES = (torch.float16, torch.bfloat16)
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner tries on a GPU, per head dimension (chosen on an H100:
-# D 64 likes 4 warps on 128x64 blocks, D 128 likes 8 warps on 128x128; benchmarks/explore_flash_attention.py).
+# D 64 likes 4 warps on 128x64 blocks, D 128 likes 8 warps on 128x128; lab/explore_flash_attention.py).
 _TUNED = {64: ((128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 3), (64, 64, 4, 3)),
           128: ((128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))}
 _SHORT = (64, 64, 4, 3)  # S up to 1024: this one config, and no tuning

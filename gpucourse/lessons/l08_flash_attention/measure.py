@@ -19,9 +19,10 @@ import torch
 from gpucourse import device
 from gpucourse.progress import progress
 from gpucourse.grading import launches
+from gpucourse.solutions import for_lesson
 from gpucourse.timing import interleaved, settle, tflops as _tflops
 
-from . import kernels
+from . import LESSON, kernels
 
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
 OURS = "ours (Triton)"  # the lesson's kernel, kernels.py
@@ -106,13 +107,7 @@ def _ours(q, k, v, causal=False):
     return kernels.forward(q, k, v, causal)[0]
 
 
-def solutions() -> dict:
-    """The solved workbook's namespace (its ``flash_attention``), loaded once from solutions/08_flash_attention."""
-    from gpucourse.solutions import cached_solutions
-
-    from . import LESSON
-
-    return cached_solutions(LESSON.notebook)
+solutions = for_lesson(LESSON)  # the solved workbook's namespace, loaded on the first call
 
 
 def workbook(q, k, v, causal=False):

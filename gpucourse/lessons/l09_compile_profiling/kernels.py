@@ -12,6 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
+from gpucourse.tiles import grouped_tile, tile_dot
+
 MAX_ROW = 16384
 
 
@@ -114,7 +116,8 @@ def moved_bytes(x, residual, weight, eps=None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Re-stated from lesson 05 (a lesson never imports another): a row softmax and a matmul with a fused epilogue.
+# Re-stated from lesson 05 (a lesson never imports another): a row softmax and a matmul with a fused epilogue, on
+# the kit's grouped-tile loop (gpucourse.tiles).
 
 
 @triton.jit
@@ -149,25 +152,10 @@ def _matmul_epilogue_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sb
                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C = gelu(A @ B + bias) with the bias and GELU applied to the fp32 accumulator before the one store (the
     epilogue): the product never goes to memory unfinished."""
-    pid = tl.program_id(0)
-    n_m, n_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    group = GROUP_M * n_n
-    first_m = (pid // group) * GROUP_M
-    size_m = min(n_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k0 + rk)[None, :] * sak,
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
-                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        if UPCAST:
-            a, b = a.to(tl.float32), b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
+    acc = tile_dot(a_ptr, b_ptr, rm, rn, M, N, K, sam, sak, sbk, sbn, BLOCK_M, BLOCK_N, BLOCK_K, UPCAST)
     if EPILOGUE:
         acc = _gelu(acc + tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :])
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),

@@ -2,6 +2,7 @@
 torchrun tasks)."""
 from __future__ import annotations
 
+from gpucourse.tables import table
 from . import ring
 
 MiB = 1 << 20
@@ -9,6 +10,11 @@ MiB = 1 << 20
 
 def mib(b: float) -> str:
     return f"{b / MiB:,.1f}"
+
+
+def size_label(b: float) -> str:
+    """A message size as the comm table shows it: "256 KiB", "4 MiB"."""
+    return f"{b / MiB:g} MiB" if b >= MiB else f"{b / 1024:g} KiB"
 
 
 def budget_table(res: dict, timed: bool) -> None:
@@ -50,11 +56,11 @@ def comm_table(res: dict) -> dict:
     """Print all-reduce time and bus bandwidth per size, and the latency + size / bandwidth fit; returns the fit."""
     world = res["world"]
     fit = ring.fit_latency_bandwidth(res["sizes_bytes"], res["all_reduce_s"], world)
-    print(f"all-reduce of float32 over {world} ranks ({res['backend']}, {res['device_name']})")
-    print(f"{'size':>10}{'time (us)':>12}{'bus GB/s':>10}{'model (us)':>12}")
-    for s, t, m in zip(res["sizes_bytes"], res["all_reduce_s"], fit["model_s"]):
-        size = f"{s / MiB:g} MiB" if s >= MiB else f"{s / 1024:g} KiB"
-        print(f"{size:>10}{t * 1e6:>12.1f}{ring.bus_bandwidth(s, t, world):>10.2f}{m * 1e6:>12.1f}")
+    rows = [(s, t * 1e6, ring.bus_bandwidth(s, t, world), m * 1e6)
+            for s, t, m in zip(res["sizes_bytes"], res["all_reduce_s"], fit["model_s"])]
+    print(table(rows, ["size", "time (us)", "bus GB/s", "model (us)"], [size_label, ".1f", ".2f", ".1f"],
+                [10, 12, 10, 12], title=f"all-reduce of float32 over {world} ranks ({res['backend']}, "
+                                        f"{res['device_name']})"))
     print(f"fit: t = {fit['alpha_s'] * 1e6:.1f} us + 2(N-1)/N * size / ({fit['beta_GBps']:.2f} GB/s)")
     rv = res["ring_vs_all_reduce"]
     for key, what in (("ring_s", "ring from sends"), ("bidirectional_ring_s", "two rings from sends")):
@@ -76,18 +82,16 @@ def comm_table(res: dict) -> dict:
 def ddp_table(res: dict) -> None:
     """DDP's settings side by side: step time, weak-scaling efficiency, and (GPU) how long the host takes to issue
     a step."""
-    host = res.get("host_s", {})
-    print(f"{'':<44}{'step ms':>9}{'efficiency':>12}{'host ms':>9}")
-    print(f"{'alone (no DDP)':<44}{res['alone_s'] * 1e3:>9.1f}{1:>12.3f}" +
-          (f"{host['alone'] * 1e3:>9.1f}" if "alone" in host else ""))
+    host_ms = {k: s * 1e3 for k, s in res.get("host_s", {}).items()}
+    rows = [("alone (no DDP)", res["alone_s"] * 1e3, 1, host_ms.get("alone"))]
     for name, t in res.get("variants_s", {res.get("ddp_variant", "DDP"): res["ddp_s"]}).items():
-        print(f"{'DDP ' + name:<44}{t * 1e3:>9.1f}{res['alone_s'] / t:>12.3f}" +
-              (f"{host[name] * 1e3:>9.1f}" if name in host else ""))
+        rows.append(("DDP " + name, t * 1e3, res["alone_s"] / t, host_ms.get(name)))
     c = res.get("compiled", {})
     if "ddp_s" in c:  # torch.compile on both sides
         for name, key in (("alone, compiled", "alone"), ("DDP " + res["ddp_variant"] + ", compiled", "ddp")):
-            print(f"{name:<44}{c[key + '_s'] * 1e3:>9.1f}{c['alone_s'] / c[key + '_s']:>12.3f}"
-                  f"{c['host_s'][key] * 1e3:>9.1f}")
+            rows.append((name, c[key + "_s"] * 1e3, c["alone_s"] / c[key + "_s"], c["host_s"][key] * 1e3))
+    print(table(rows, ["", "step ms", "efficiency", "host ms"], [None, ".1f", ".3f", ".1f"], [44, 9, 12, 9],
+                missing=""))
 
 
 def fsdp_table(res: dict) -> None:
@@ -100,30 +104,33 @@ def fsdp_table(res: dict) -> None:
         cfg = res[regime + "_config"]
         b = budget.predict(cfg)
         states = b["parameters"] + b["gradients"] + b["optimizer"]
-        print(f"{regime}: d={cfg['d']}, batch {cfg['batch']} x {cfg['seq']}, checkpoint={cfg['checkpoint']!r}; "
-              f"per rank, MiB")
-        print(f"  {'':<16}{'states pred':>12}{'measured':>10}" +
-              (f"{'peak':>9}{'vs DDP':>8}{'step ms':>9}{'vs DDP':>8}{'host ms':>9}" if "peak_bytes" in
-               res[regime]["ddp"] else f"{'step ms':>9}"))
         d = res[regime]["ddp"]
+        timed = "peak_bytes" in d  # on a GPU: peaks, and the host's time to issue a step
+        rows = []
         for kind, r in res[regime].items():
-            pred = states if kind == "ddp" else states / world
-            row = f"  {kind:<16}{mib(pred):>12}{mib(sum(r['held_bytes'].values())):>10}"
-            if "peak_bytes" in r:
-                row += (f"{mib(r['peak_bytes']):>9}{r['peak_bytes'] / d['peak_bytes']:>7.2f}x"
-                        f"{r['step_s'] * 1e3:>9.1f}{r['step_s'] / d['step_s']:>7.2f}x{r['host_s'] * 1e3:>9.1f}")
+            row = (kind, states if kind == "ddp" else states / world, sum(r["held_bytes"].values()))
+            if timed:
+                peak = r.get("peak_bytes")
+                row += (peak, None if peak is None else peak / d["peak_bytes"], r["step_s"] * 1e3,
+                        r["step_s"] / d["step_s"], r["host_s"] * 1e3)
             else:
-                row += f"{r['step_s'] * 1e3:>9.1f}"
-            print(row)
+                row += (r["step_s"] * 1e3,)
+            rows.append(row)
+        columns = ["", "states pred", "measured"] + (["peak", "vs DDP", "step ms", "vs DDP", "host ms"] if timed
+                                                     else ["step ms"])
+        formats = [None, mib, mib] + ([mib, "{:.2f}x", ".1f", "{:.2f}x", ".1f"] if timed else [".1f"])
+        widths = [16, 12, 10] + ([9, 8, 9, 8, 9] if timed else [9])
+        title = (f"{regime}: d={cfg['d']}, batch {cfg['batch']} x {cfg['seq']}, "
+                 f"checkpoint={cfg['checkpoint']!r}; per rank, MiB")
+        print(table(rows, columns, formats, widths, indent="  ", title=title))
     if any("peak_bytes" in r for r in res["activations"].values()) and not res.get("peak_above_resident"):
         print("  (this run's peaks are max_memory_allocated as it stood, which can include memory an earlier "
               "measurement left allocated: later runs subtract it)")
     c = res.get("compiled", {})
     if "ddp" in c:
-        print("activations, every block compiled: step ms (vs DDP compiled), host ms")
-        for kind, r in c.items():
-            print(f"  {kind:<16}{r['step_s'] * 1e3:>8.1f}{r['step_s'] / c['ddp']['step_s']:>7.2f}x"
-                  f"{r['host_s'] * 1e3:>9.1f}")
+        rows = [(kind, r["step_s"] * 1e3, r["step_s"] / c["ddp"]["step_s"], r["host_s"] * 1e3) for kind, r in c.items()]
+        print(table(rows, None, [None, ".1f", "{:.2f}x", ".1f"], [16, 8, 8, 9], indent="  ",
+                    title="activations, every block compiled: step ms (vs DDP compiled), host ms"))
 
 
 def plot_comm(res: dict, fit: dict, title: str):
