@@ -71,27 +71,6 @@ def fp8_versus_scaled_mm(fp8_matmul, sizes=((4096, 4096, 4096), (8192, 8192, 819
     return out
 
 
-def fp8_accuracy(fp8_matmul, m: int = 2048, n: int = 2048, ks=(1024, 8192, 32768)) -> dict:
-    """Relative error (normwise) against the float64 product of the same FP8 values, for yours and
-    ``torch._scaled_mm`` with and without fast accumulation, as K grows: where reduced-precision accumulation
-    shows."""
-    device.require_gpu("FP8 accuracy")
-    bf = torch.bfloat16
-    out = {"m": m, "n": n, "k": list(ks), "yours": [], "_scaled_mm": [], "_scaled_mm fast accum": []}
-    for k in progress(ks, "fp8 accuracy"):
-        x = torch.randn(m, k, device="cuda")
-        y = torch.randn(n, k, device="cuda")
-        qa, sa = precision.fp8_quantize(x)
-        qy, sb = precision.fp8_quantize(y)
-        ref = (qa.double() * sa.double()) @ (qy.double() * sb.double()).t()
-        for name, c in (("yours", fp8_matmul(qa, qy.t(), sa, sb)),
-                        ("_scaled_mm", torch._scaled_mm(qa, qy.t(), scale_a=sa, scale_b=sb, out_dtype=bf)),
-                        ("_scaled_mm fast accum", torch._scaled_mm(qa, qy.t(), scale_a=sa, scale_b=sb, out_dtype=bf,
-                                                                   use_fast_accum=True))):
-            out[name].append(precision.rel_error(c, ref))
-    return out
-
-
 def _spread(values: list) -> list:
     return [min(values), max(values)]
 
