@@ -6,7 +6,8 @@ submission (the assignment is nbgrader's, else the exercise's id) and ``DIR/inde
 what the JSON report holds for that submission: the status, score and message, the flags, and every case with its
 verdict (PASS/FAIL) and the checker's text, its ``hint:`` lines highlighted; the speed where one was measured, and
 beside it the Nsight Compute summary of the timed call where ``--profile`` made one; and a footer saying what the
-statuses mean.
+statuses mean. ``gpucourse grade merge SHARD.json ... --feedback DIR`` (merge.py) writes the same pages from the
+shards' JSON reports, which hold all of it.
 
 A page is one self-contained file: no script, no external stylesheet, font or image, and a content security policy
 that allows none. Everything on it that comes from the submission or the checker (messages quote the student's
@@ -225,7 +226,9 @@ def write(report: dict, entries: list, directory: str) -> list:
 
     ``entries``: the batch's ``gradebook.Entry`` list, whose files (``gradebook.to_grade``) are the report's results,
     in that order; they name the student and the assignment. An ambiguous student's files, each graded, get a page
-    each, named after the file. Returns the pages written (paths under ``directory``), in the report's order."""
+    each, named after the file. A page names the environment its result was graded in: the result's own where it has
+    one (a merge of shards graded in different environments, merge.py), else the report's. Returns the pages written
+    (paths under ``directory``), in the report's order."""
     exercise = str(report["exercise"])
     results = report["results"]
     paths = gradebook.to_grade(entries)
@@ -252,7 +255,8 @@ def write(report: dict, entries: list, directory: str) -> list:
             target = os.path.join(directory, relative)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "w", encoding="utf-8") as f:
-                f.write(page(r, exercise, shown.get(path, e.student), assignment, report.get("environment")))
+                f.write(page(r, exercise, shown.get(path, e.student), assignment,
+                             r.get("environment") or report.get("environment")))
             out.append(target)
             written.append({"student": shown.get(path, e.student), "assignment": assignment, "page": relative,
                             "status": r["status"], "score": float(r["score"])})
