@@ -168,6 +168,8 @@ def test_a_sharded_nbgrader_assignment_merges_into_one_gradebook(tmp_path, monke
             (tmp_path / f"one-summary-{ex}.md").read_text().split("Written")[0]
     env = json.loads((tmp_path / "m.env.json").read_text())
     assert env["exercise"] == WORKBOOK and env["students"] == 5
+    assert [s["k"] for s in env["shards"]] == [0, 1, 2] and all(s["device"] and s["fingerprint"] for s in env["shards"])
+    assert "shards" not in json.loads((tmp_path / "one.env.json").read_text())  # one machine: no shards
     rc = merge.main([p for p in reports if "read_the_profile" not in p or p.startswith(str(tmp_path / "shards/0"))])
     assert rc == 2 and "shards 1/3, 2/3 of exercise read_the_profile missing" in capsys.readouterr().err
 

@@ -40,7 +40,8 @@ def environment_path(gradebook_path: str) -> str:
 
 def write(entries: list, report: dict, path: str, points: float = DEFAULT_POINTS, book: Book | None = None) -> str:
     """Write the gradebook CSV to ``path`` (anew: cli.py first checks, with :func:`refusal`, that no row of a
-    gradebook already there is lost) and the batch's environment beside it; returns the environment's path.
+    gradebook already there is lost) and the batch's environment beside it (for a merge of shards, each shard's too);
+    returns the environment's path.
     ``book``: a whole assignment's rows (:func:`assignment_book`) instead of one exercise's."""
     book = book or Book(report["exercise"], rows(entries, report, points), COLUMNS, score_text(points))
     _replace_file(path, "".join([_record(book.columns, "\r\n")] +
@@ -49,6 +50,8 @@ def write(entries: list, report: dict, path: str, points: float = DEFAULT_POINTS
     with open(env_path, "w") as f:
         json.dump({"exercise": book.key, **book.extra, "gradebook": os.path.basename(path), "date": _now(),
                    "environment": report["environment"], "isolation": report["isolation"],
+                   # a merge of shards (merge.py): every shard's file, device and environment, not only the first's
+                   **({"shards": report["merged"]["shards"]} if "merged" in report else {}),
                    "students": len(book.table), "statuses": _count([row["status"] for row in book.table]),
                    "score": book.score}, f, indent=2)
         f.write("\n")
