@@ -1,0 +1,248 @@
+"""Lesson 11: the decoder's shapes and parameter count, the floor's arithmetic against a hand count, the two caches
+against each other and against a full recomputation, every ladder step's tokens against the eager loop's (CPU,
+float32), the split-KV kernel in Triton's interpreter against float64 attention, its input checks, and the bench
+script's command line and a tiny run."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gpucourse.lessons.l11_llm_decode import bench, decode, floor, model
+from gpucourse.lessons.l11_llm_decode.decode_attention import decode_attention, default_split, reference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_PARAMS = 90432  # by hand below
+
+
+def _tiny(max_seq=48, seed=0):
+    cfg = model.Config.tiny(max_seq=max_seq)
+    return cfg, model.make_weights(cfg, "cpu", torch.float32, seed=seed)
+
+
+# -- the model's size and the floor ----------------------------------------------------------------------------------
+
+
+def test_tiny_parameters_and_floor_against_a_hand_count():
+    cfg = model.Config.tiny()
+    assert (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim) == (64, 2, 4, 2, 16)
+    embed = 256 * 64  # the tied head reads the same matrix
+    layer = 64 * 64 + 2 * (64 * 32) + 64 * 64 + 3 * 64 * 128 + 2 * 64  # wq, wk+wv (2 KV heads of 16), wo, MLP, norms
+    assert cfg.n_params == embed + 2 * layer + 64 == TINY_PARAMS
+    assert cfg.weight_bytes(torch.float32) == 4 * TINY_PARAMS
+    kv = 2 * 2 * 2 * 16 * 10  # K and V, 2 layers, 2 KV heads of 16, 10 positions
+    assert floor.bytes_per_token(cfg, 10, torch.float32) == 4 * (TINY_PARAMS + kv)
+    assert floor.bytes_per_token(cfg, 10) == 2 * (TINY_PARAMS + kv)  # bf16 by default
+    assert floor.bytes_per_token(cfg, 10, "bf16") == floor.bytes_per_token(cfg, 10, 2)
+    assert floor.tokens_per_second_floor(cfg, 1e9, 10) == pytest.approx(1e9 / (2 * (TINY_PARAMS + kv)), rel=1e-12)
+    assert floor.tokens_per_second_floor(cfg, 1e9, 0, dtype=torch.float32) == pytest.approx(1e9 / (4 * TINY_PARAMS))
+    with pytest.raises(ValueError, match="bandwidth must be positive"):
+        floor.tokens_per_second_floor(cfg, 0, 10)
+    with pytest.raises(ValueError, match="context must be >= 0"):
+        floor.bytes_per_token(cfg, -1)
+
+
+def test_small_config_is_llama_3_2_1b_sized():
+    cfg = model.Config.small()
+    assert cfg.n_params == 1_235_814_400
+    assert cfg.weight_bytes(torch.bfloat16) == 2_471_628_800
+    assert cfg.kv_bytes_per_position(torch.bfloat16) == 2 * 16 * 8 * 64 * 2
+    assert floor.bytes_per_token(cfg, 512) == 2_471_628_800 + 512 * 32768
+    assert floor.tokens_per_second_floor(cfg, 3.0e12, 512) == pytest.approx(1205.59, abs=0.01)
+
+
+def test_config_rejects_heads_that_do_not_group():
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        model.Config(d_model=64, n_layers=1, n_heads=4, n_kv_heads=3, d_ff=64, vocab=16)
+
+
+def test_weights_are_deterministic_and_scaled():
+    cfg, w = _tiny()
+    _, w2 = _tiny()
+    _, w3 = _tiny(seed=1)
+    assert torch.equal(w["layers"][1]["w_down"], w2["layers"][1]["w_down"])
+    assert not torch.equal(w["layers"][1]["w_down"], w3["layers"][1]["w_down"])
+    assert w["embed"].std().item() == pytest.approx(model.EMBED_STD / 8, rel=0.1)  # 0.25 / sqrt(64)
+    assert w["layers"][0]["wq"].std().item() == pytest.approx(1 / 8, rel=0.1)
+    sd = model.hf_state_dict(w)
+    assert len(sd) == 3 + 9 * cfg.n_layers and sd["lm_head.weight"] is w["embed"]
+
+
+# -- the caches -------------------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def test_static_cache_gives_the_growing_caches_logits_and_a_full_recomputation_agrees():
+    cfg, w = _tiny()
+    prompt = decode.make_prompt(cfg, 7)
+    dyn = model.DynamicCache(cfg.n_layers)
+    static = model.StaticCache.empty(cfg, 1, "cpu", torch.float32)
+    split = model.StaticCache.empty(cfg, 1, "cpu", torch.float32)
+    seq = prompt
+    a = model.forward_dynamic(w, cfg, prompt, dyn)
+    b = model.forward_static(w, cfg, prompt, torch.arange(7), static)
+    model.forward_static(w, cfg, prompt, torch.arange(7), split, attention="split_kv")
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for step in range(5):
+        tok = a.argmax(-1, keepdim=True)
+        seq = torch.cat([seq, tok], dim=1)
+        pos = torch.tensor([7 + step])
+        a = model.forward_dynamic(w, cfg, tok, dyn)
+        b = model.forward_static(w, cfg, tok, pos, static)
+        c = model.forward_static(w, cfg, tok, pos, split, attention="split_kv")
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
+    # The whole sequence in one pass (no cache reused) gives the last step's logits: positions and caches line up.
+    full = model.forward_dynamic(w, cfg, seq, model.DynamicCache(cfg.n_layers))
+    torch.testing.assert_close(full, a, rtol=1e-5, atol=1e-5)
+    assert dyn.length == 12 and dyn.k[0].shape == (1, 2, 12, 16)
+
+
+def test_decoder_equals_transformers_llama_on_the_same_weights():
+    """Where transformers is installed: its LlamaForCausalLM, given these weights (bench's mapping), computes the same
+    logits (the decoder is Llama: RoPE's convention, GQA, RMSNorm, SwiGLU, the tied head)."""
+    pytest.importorskip("transformers")
+    cfg, w = _tiny()
+    hf = bench._hf_model(cfg, w, torch.float32, "cpu")
+    prompt = decode.make_prompt(cfg, 9)
+    with torch.inference_mode():
+        theirs = hf(prompt).logits[:, -1]
+        ours = model.forward_dynamic(w, cfg, prompt, model.DynamicCache(cfg.n_layers))
+    torch.testing.assert_close(ours, theirs.float(), rtol=1e-4, atol=1e-4)
+
+
+# -- the ladder ------------------------------------------------------------------------------------------------------
+
+
+def test_every_ladder_step_gives_the_eager_loops_tokens_on_cpu():
+    cfg, w = _tiny()
+    prompt = decode.make_prompt(cfg, 8, batch=2)
+    base = decode.eager_dynamic(w, cfg, prompt, 16)
+    assert base.tokens.shape == (2, 16) and base.steps == 15 and base.tokens_per_s > 0
+    assert len(set(base.tokens.flatten().tolist())) >= 4  # random weights still give varied tokens
+    runs = [decode.eager_static(w, cfg, prompt, 16), decode.eager_static(w, cfg, prompt, 16, attention="split_kv"),
+            decode.compiled(w, cfg, prompt, 16, backend="aot_eager", mode="default")]
+    for r in runs:
+        assert decode.first_divergence(base.tokens, r.tokens) is None, r.name
+    g = decode.graphs(w, cfg, prompt, 16)
+    assert g.tokens is None and "skipped in CPU mode" in g.skipped and math.isnan(g.tokens_per_s)
+
+
+def test_first_divergence_and_length_checks():
+    a = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4]])
+    b = a.clone()
+    assert decode.first_divergence(a, b) is None
+    b[1, 3], b[0, 2] = 9, 9
+    assert decode.first_divergence(a, b) == (0, 2)
+    cfg, w = _tiny(max_seq=16)
+    with pytest.raises(ValueError, match="exceed config.max_seq"):
+        decode.eager_static(w, cfg, decode.make_prompt(cfg, 10), 8)
+
+
+# -- the split-KV kernel ---------------------------------------------------------------------------------------------
+
+
+def _attention_inputs(hq, hkv, d, s_max, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(3, hq, d, generator=g).to(dtype)
+    k = torch.randn(3, hkv, s_max, d, generator=g).to(dtype)
+    v = torch.randn(3, hkv, s_max, d, generator=g).to(dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize("ratio", [1, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_kv_kernel_equals_float64_attention_on_ragged_lengths(ratio, dtype):
+    q, k, v = _attention_inputs(2 * ratio, 2, 64, 64, dtype, seed=ratio)
+    seq_len = torch.tensor([1, 37, 64])
+    ref = reference(q, k, v, seq_len)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
+    for split in (20, 7, None):  # 37 and 64 are multiples of neither
+        out = decode_attention(q, k, v, seq_len, split_size=split)
+        assert out.shape == q.shape and out.dtype == dtype
+        torch.testing.assert_close(out.double(), ref, **tol, msg=lambda m: f"split {split}: {m}")
+
+
+def test_split_kv_kernel_at_d128_with_a_zero_length_and_positions_past_the_length_ignored():
+    q, k, v = _attention_inputs(4, 2, 128, 40, torch.float32, seed=3)
+    seq_len = torch.tensor([0, 40, 25], dtype=torch.int32)
+    out = decode_attention(q, k, v, seq_len, split_size=16)
+    torch.testing.assert_close(out.double(), reference(q, k, v, seq_len), rtol=1e-5, atol=1e-5)
+    assert torch.equal(out[0], torch.zeros_like(out[0]))
+    k2, v2 = k.clone(), v.clone()
+    k2[2, :, 25:] = float("nan")  # never read
+    v2[2, :, 25:] = float("nan")
+    assert torch.equal(decode_attention(q, k2, v2, seq_len, split_size=16)[2], out[2])
+
+
+def test_default_split_fills_the_gpu_with_programs():
+    assert default_split(1, 8, 8192) == 256  # 32 splits x 8 KV heads = 256 programs for 132 SMs
+    assert default_split(1, 8, 512) == 64
+    assert default_split(64, 8, 512) == 512
+
+
+@pytest.mark.parametrize("case, match", [
+    ("q4d", r"q must be \(B, Hq, D\)"),
+    ("group", "must be a multiple of Hkv=3"),
+    ("cache", "k_cache and v_cache must both be"),
+    ("batch", "disagree on the batch B or the head dimension D"),
+    ("dim", "head dimension D must be one of"),
+    ("dtype", "of one dtype"),
+    ("seq_shape", r"seq_len must be an int32 or int64 tensor of shape \(3,\)"),
+    ("seq_float", "seq_len must be an int32 or int64"),
+    ("seq_range", r"seq_len must lie in \[0, S_max=64\]"),
+])
+def test_bad_inputs_raise_clear_errors(case, match):
+    q, k, v = _attention_inputs(4, 2, 64, 64, torch.float32, seed=0)
+    s = torch.tensor([1, 2, 3])
+    k3, v3 = k[:, :1].expand(3, 3, 64, 64), v[:, :1].expand(3, 3, 64, 64)  # 3 KV heads for 4 query heads
+    args = {"q4d": (q[:, :, None], k, v, s), "group": (q, k3, v3, s),
+            "cache": (q, k, v[:, :, :10], s), "batch": (q[:2], k, v, s),
+            "dim": (q[..., :48], k[..., :48], v[..., :48], s), "dtype": (q, k.half(), v, s),
+            "seq_shape": (q, k, v, s[:2]), "seq_float": (q, k, v, s.float()),
+            "seq_range": (q, k, v, torch.tensor([1, 65, 3]))}[case]
+    with pytest.raises(ValueError, match=match):
+        decode_attention(*args)
+
+
+# -- the bench script ------------------------------------------------------------------------------------------------
+
+
+def test_bench_help_runs_on_cpu():
+    out = subprocess.run([sys.executable, "-m", bench.MODULE, "--help"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "--tiny" in out.stdout and "--out" in out.stdout and "--steps" in out.stdout
+
+
+def test_bench_tiny_run_writes_json(tmp_path, capsys):
+    path = tmp_path / "l11.json"
+    doc = bench.main(["--tiny", "--in-process", "--compile-backend", "aot_eager", "--out", str(path)])
+    saved = json.loads(path.read_text())
+    assert saved["n_params"] == TINY_PARAMS and saved["context"] == 16 and saved["dtype"] == "float32"
+    assert saved["floor"]["tokens_per_s"] > 0
+    rows = {r["step"]: r for r in saved["ladder"]}
+    for name in ("eager_dynamic", "eager_static", "compiled"):
+        assert rows[name]["tokens_equal_eager"] is True, rows[name]
+        assert rows[name]["tokens_per_s"] > 0 and rows[name]["fraction_of_floor"] > 0
+    assert "skipped in CPU mode" in rows["graphs"]["note"]
+    kern = saved["steps"]["kernel"]["contexts"]
+    assert set(kern) == {"64", "200"}
+    assert kern["200"]["impls"]["split-KV (Triton)"]["max_abs_diff_vs_math"] < 1e-4
+    assert doc["ladder"] == saved["ladder"]
+    assert "tokens/s" in capsys.readouterr().out
+
+
+def test_bench_budget_and_child_time_limit(tmp_path):
+    doc = bench.main(["--tiny", "--budget", "0", "--steps", "eager_dynamic,graphs"])
+    assert doc["steps"]["eager_dynamic"]["skipped"].startswith("out of time")
+    assert "skipped in CPU mode" in doc["steps"]["graphs"]["skipped"]
+    a = bench._args(["--tiny"])
+    res = bench._child("kernel", a, ["--tiny"], limit=0.5)
+    assert res["error"].startswith("timed out")
+    res = bench._child("eager_dynamic", a, ["--tiny"], limit=120)
+    assert "error" not in res, res
+    assert len(res["tokens"][0]) == 8 and res["tokens_per_s"] > 0
