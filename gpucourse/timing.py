@@ -9,207 +9,28 @@ Where do_bench cannot serve (``flush_l2=False``, which it does not offer, or no 
 repeats the same way. :func:`graph_repeat` captures many calls of a tiny kernel in one CUDA graph.
 Throughput is derived from the bytes and flops you *declare*, so a notebook can never get the units wrong, and a
 result above the device's datasheet peak is flagged as a measurement error rather than shown as a win.
+
+This module runs the timings; what a result holds and the peak checks are in bench_result.py, the CUDA-event timer,
+the L2 flush and graph_repeat in gpu_events.py, and how a comparison or a sweep is shown in comparison.py. Every
+public name of those is re-exported here: ``gpucourse.timing`` stays the one import for notebooks and lessons.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 import time
 from typing import Callable
 
-from . import device, dtypes, specs
+from . import device, dtypes
+from .bench_result import OVER_PEAK_TOLERANCE, BenchResult, device_peaks, format_ms, gbps, peak_check, tflops
+from .comparison import Comparison, Sweep
+from .gpu_events import event_times, graph_repeat, l2_flush_buffer
 
-OVER_PEAK_TOLERANCE = 1.02  # datasheet figures are rounded; 2% over is still "impossible" beyond that
-_flush_buffer = None
+__all__ = ["OVER_PEAK_TOLERANCE", "BenchResult", "Comparison", "Rounds", "Sweep", "bench", "compare", "copy_gbps",
+           "event_times", "format_ms", "gbps", "graph_repeat", "host_ms", "interleaved", "peak_check", "settle",
+           "sweep", "tflops"]
 
-
-@dataclasses.dataclass
-class BenchResult:
-    """Timing of one function. Times in milliseconds; ``samples`` holds every timed repeat."""
-
-    name: str
-    samples: list
-    mode: str  # "gpu" or "cpu"
-    bytes: float | None = None
-    flops: float | None = None
-    dtype: str | None = None
-    flush_l2: bool | str = True
-    peak_gbs: float | None = None
-    peak_tflops: float | None = None
-    warnings: list = dataclasses.field(default_factory=list)
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def q25_ms(self) -> float:
-        return _quantile(self.samples, 0.25)
-
-    @property
-    def q75_ms(self) -> float:
-        return _quantile(self.samples, 0.75)
-
-    @property
-    def iqr_ms(self) -> float:
-        return self.q75_ms - self.q25_ms
-
-    @property
-    def cv(self) -> float:
-        """Coefficient of variation of the repeats (standard deviation / mean)."""
-        if len(self.samples) < 2:
-            return 0.0
-        return statistics.stdev(self.samples) / statistics.mean(self.samples)
-
-    @property
-    def gbps(self) -> float | None:
-        return gbps(self.bytes, self.median_ms) if self.bytes is not None else None
-
-    @property
-    def tflops(self) -> float | None:
-        return tflops(self.flops, self.median_ms) if self.flops is not None else None
-
-    @property
-    def pct_of_peak_bw(self) -> float | None:
-        if self.gbps is None or not self.peak_gbs:
-            return None
-        return 100.0 * self.gbps / self.peak_gbs
-
-    @property
-    def pct_of_peak_flops(self) -> float | None:
-        if self.tflops is None or not self.peak_tflops:
-            return None
-        return 100.0 * self.tflops / self.peak_tflops
-
-    @property
-    def suspicious(self) -> bool:
-        """True when a throughput is above what the device can physically do: the measurement is wrong."""
-        return any(w.startswith("IMPOSSIBLE") for w in self.warnings)
-
-    def summary(self) -> str:
-        parts = [f"{self.name}: {format_ms(self.median_ms)} (IQR {format_ms(self.iqr_ms)}, n={len(self.samples)})"]
-        if self.gbps is not None:
-            pct = f", {self.pct_of_peak_bw:.0f}% of peak" if self.pct_of_peak_bw is not None else ""
-            parts.append(f"{self.gbps:,.1f} GB/s{pct}")
-        if self.tflops is not None:
-            pct = f", {self.pct_of_peak_flops:.0f}% of peak" if self.pct_of_peak_flops is not None else ""
-            parts.append(f"{self.tflops:,.2f} TFLOP/s{pct}")
-        text = " | ".join(parts)
-        for w in self.warnings:
-            text += f"\n  ! {w}"
-        return text
-
-    __str__ = summary
-
-    def __repr__(self) -> str:
-        return f"<BenchResult {self.summary()}>"
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "mode": self.mode, "median_ms": self.median_ms, "q25_ms": self.q25_ms,
-                "q75_ms": self.q75_ms, "cv": self.cv, "n": len(self.samples), "bytes": self.bytes,
-                "flops": self.flops, "dtype": self.dtype, "flush_l2": self.flush_l2, "gbps": self.gbps,
-                "tflops": self.tflops, "pct_of_peak_bw": self.pct_of_peak_bw,
-                "pct_of_peak_flops": self.pct_of_peak_flops, "warnings": list(self.warnings)}
-
-
-def _quantile(xs, q: float) -> float:
-    ys = sorted(xs)
-    if len(ys) == 1:
-        return ys[0]
-    pos = q * (len(ys) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
-
-
-def gbps(nbytes: float, ms: float) -> float:
-    """Bytes moved in ``ms`` milliseconds, as GB/s (1 GB = 1e9 bytes)."""
-    return nbytes / (ms * 1e-3) / 1e9
-
-
-def tflops(nflops: float, ms: float) -> float:
-    """Floating-point operations done in ``ms`` milliseconds, as TFLOP/s (1e12 per second)."""
-    return nflops / (ms * 1e-3) / 1e12
-
-
-def format_ms(ms: float) -> str:
-    if ms < 1e-3:
-        return f"{ms * 1e6:.0f} ns"
-    if ms < 1:
-        return f"{ms * 1e3:.1f} µs"
-    if ms < 1000:
-        return f"{ms:.3f} ms"
-    return f"{ms / 1000:.2f} s"
-
-
-def peak_check(result: BenchResult) -> list:
-    """Warnings for throughputs above the device's datasheet peak (a measurement error, not a fast kernel)."""
-    out = []
-    if result.gbps is not None and result.peak_gbs and result.gbps > result.peak_gbs * OVER_PEAK_TOLERANCE:
-        why = ("the data stayed in L2 because flush_l2=False" if not result.flush_l2
-               else "the work was not synchronized (asynchronous launch timed), the declared bytes are too high, "
-                    "or the data fits in L2")
-        out.append(f"IMPOSSIBLE: {result.gbps:,.0f} GB/s is above this GPU's peak memory bandwidth "
-                   f"({result.peak_gbs:,.0f} GB/s). Likely cause: {why}.")
-    if result.tflops is not None and result.peak_tflops and result.tflops > result.peak_tflops * OVER_PEAK_TOLERANCE:
-        out.append(f"IMPOSSIBLE: {result.tflops:,.1f} TFLOP/s is above this GPU's peak "
-                   f"({result.peak_tflops:,.1f} TFLOP/s for {result.dtype or 'any dtype'}). Likely cause: the work "
-                   f"was not synchronized, the declared flops are too high, or the kernel skipped work.")
-    return out
-
-
-def _peaks(dtype) -> tuple:
-    spec = specs.current()
-    if spec is None:
-        return None, None
-    if dtype is None:  # no dtype declared: only the highest rate of any dtype is a hard ceiling
-        flops = max(v for v in spec.tflops.values() if v)
-    else:
-        flops = spec.peak_tflops(str(dtype))
-    return spec.bandwidth_gbs, flops
-
-
-def _l2_flush_buffer():
-    global _flush_buffer
-    if _flush_buffer is None:
-        import torch
-
-        p = device.props()
-        nbytes = max(256 * 1024 * 1024, 2 * (p.l2_bytes if p else 0))
-        _flush_buffer = torch.empty(nbytes, dtype=torch.int8, device="cuda")
-    return _flush_buffer
-
-
-def event_times(fn: Callable[[], object], reps: int = 10, warmup: int = 1, before: Callable | None = None,
-                lead_sleep_cycles: int = 0, wait_each: bool = True) -> list:
-    """ms of each of ``reps`` calls of ``fn`` on the GPU, each bracketed by its own CUDA events, after ``warmup``
-    untimed calls. No L2 flush unless ``before`` does one (it runs before each start event, untimed).
-
-    ``wait_each``: wait for each call before queuing the next (the host's own gaps then fall between repeats, never
-    inside one); ``False`` queues all repeats at once, as do_bench does.
-    ``lead_sleep_cycles``: queue a GPU sleep of that many cycles before each start event. A kernel of a few
-    microseconds is shorter than its own launch: without work queued ahead of it the events also time the GPU
-    waiting for the launch. The sleep keeps the GPU busy while the CPU queues the call, and touches no memory (L2
-    stays as it was)."""
-    import torch
-
-    for _ in range(max(warmup, 0)):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        if before is not None:
-            before()
-        if lead_sleep_cycles:
-            torch.cuda._sleep(lead_sleep_cycles)
-        starts[i].record()
-        fn()
-        ends[i].record()
-        if wait_each:
-            ends[i].synchronize()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+_l2_flush_buffer = l2_flush_buffer  # the name lesson 03's onchip.py imports
 
 
 def _do_bench():
@@ -245,10 +66,10 @@ def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flus
     # A read flush, no flush (do_bench always flushes, by writing) or no Triton: the same protocol through
     # event_times.
     if flush_l2 == "read":
-        buf = _l2_flush_buffer()
+        buf = l2_flush_buffer()
         flush = lambda: buf.sum(dtype=torch.int32)  # noqa: E731  (reads every byte, leaves L2's lines clean)
     else:
-        flush = _l2_flush_buffer().zero_ if flush_l2 else None
+        flush = l2_flush_buffer().zero_ if flush_l2 else None
     fn()  # compile, allocate, autotune: never timed
     estimate = max(statistics.mean(event_times(fn, reps=5, warmup=0, before=flush, wait_each=False)), 1e-4)
     if flush is not None:  # each repeat also runs the flush: count it, as do_bench does, or a short kernel gets
@@ -257,36 +78,6 @@ def _gpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, flus
     n_rep = min(max_reps, max(min_reps, int(rep_ms / estimate)))
     torch.cuda.synchronize()
     return event_times(fn, reps=n_rep, warmup=n_warmup, before=flush, wait_each=False)
-
-
-def graph_repeat(fn: Callable[[], object], reps: int, fallback: bool = True) -> Callable[[], object]:
-    """One callable that runs ``fn`` ``reps`` times. On a GPU the calls are captured in one CUDA graph, so small
-    kernels run back to back without the CPU's launch gaps between them. ``fn`` is run once on a side stream first
-    (as PyTorch's docs prescribe before a capture). Where a graph cannot be captured (CPU mode, an old driver),
-    ``fallback`` gives a plain loop, gaps and all; ``fallback=False`` raises instead."""
-    if device.on_gpu():
-        import torch
-
-        try:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                fn()
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(reps):
-                    fn()
-            return graph.replay
-        except Exception:
-            if not fallback:
-                raise
-            torch.cuda.synchronize()
-
-    def loop():
-        for _ in range(reps):
-            fn()
-    return loop
 
 
 def _cpu_samples(fn: Callable[[], object], warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int) -> list:
@@ -353,7 +144,7 @@ def bench(fn: Callable, *args, bytes: float | None = None, flops: float | None =
     on_gpu = device.on_gpu()
     if on_gpu:
         samples = _gpu_samples(call, warmup_ms, rep_ms, flush_l2, min_reps, max_reps)
-        peak_gbs, peak_tflops = _peaks(dtype)
+        peak_gbs, peak_tflops = device_peaks(dtype)
     else:
         samples = _cpu_samples(call, warmup_ms, rep_ms, min_reps, max_reps)
         peak_gbs = peak_tflops = None
@@ -411,88 +202,6 @@ def copy_gbps(nbytes: int, **bench_kwargs) -> float:
     return bench(dst.copy_, src, bytes=2 * src.numel(), name="copy", **bench_kwargs).gbps
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Comparison:
-    """Several implementations of one operation, timed the same way. Renders as HTML in notebooks, text elsewhere."""
-
-    results: list
-    baseline: str
-
-    def speedup(self, name: str) -> float:
-        base = self[self.baseline].median_ms
-        return base / self[name].median_ms
-
-    def __getitem__(self, name: str) -> BenchResult:
-        for r in self.results:
-            if r.name == name:
-                return r
-        raise KeyError(name)
-
-    def rows(self) -> list:
-        rows = []
-        for r in self.results:
-            row = {"implementation": r.name, "median": format_ms(r.median_ms), "IQR": format_ms(r.iqr_ms)}
-            if r.gbps is not None:
-                row["GB/s"] = f"{r.gbps:,.1f}"
-            if r.tflops is not None:
-                row["TFLOP/s"] = f"{r.tflops:,.2f}"
-            pct = r.pct_of_peak_bw if r.pct_of_peak_bw is not None else r.pct_of_peak_flops
-            if pct is not None:
-                row["% of peak"] = f"{pct:.0f}%"
-            row[f"speedup vs {self.baseline}"] = f"{self.speedup(r.name):.2f}×"
-            row["note"] = "measurement error?" if r.suspicious else ""
-            rows.append(row)
-        return rows
-
-    def noise_notes(self) -> list:
-        """Sentences that say when the spread of the timings can change the ranking: a result whose IQR is more
-        than half its median (a busy machine, a timer too coarse for the work), or two results whose middle halves
-        (25th to 75th percentile) overlap, so their order may flip from run to run."""
-        notes = []
-        for r in self.results:
-            if r.median_ms > 0 and r.iqr_ms > 0.5 * r.median_ms:
-                notes.append(f"noisy: {r.name}'s spread (IQR {format_ms(r.iqr_ms)}) is {r.iqr_ms / r.median_ms:.1f}x "
-                             f"its median; the ranking may not hold (run it again, or time a bigger problem)")
-        ranked = sorted(self.results, key=lambda r: r.median_ms)
-        for a, b in zip(ranked, ranked[1:]):
-            if b.q25_ms <= a.q75_ms:
-                notes.append(f"{a.name} and {b.name} are within each other's spread: a tie, not a ranking")
-        return notes
-
-    def _columns(self) -> list:
-        cols = []
-        for row in self.rows():
-            cols += [c for c in row if c not in cols]
-        return cols
-
-    def __str__(self) -> str:
-        rows, cols = self.rows(), self._columns()
-        widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
-        lines = ["  ".join(c.ljust(widths[c]) for c in cols), "  ".join("-" * widths[c] for c in cols)]
-        lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols) for r in rows]
-        mode = self.results[0].mode if self.results else "?"
-        lines.append(f"({mode} mode; medians of many runs)")
-        lines += [f"note: {n}" for n in self.noise_notes()]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        rows, cols = self.rows(), self._columns()
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
-                       for r in rows)
-        mode = self.results[0].mode if self.results else "?"
-        notes = "".join(f"<br><small>note: {html.escape(n)}</small>" for n in self.noise_notes())
-        return (f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><small>{mode} mode</small>"
-                f"{notes}")
-
-    __repr__ = __str__
-
-
 def compare(impls: dict, *args, baseline: str | None = None, **bench_kwargs) -> Comparison:
     """Time each ``name -> fn`` in ``impls`` on the same arguments; speedups are relative to ``baseline``
     (default: the first). Keyword arguments (``bytes``, ``flops``, ``dtype``, ...) go to :func:`bench`."""
@@ -503,21 +212,6 @@ def compare(impls: dict, *args, baseline: str | None = None, **bench_kwargs) -> 
     if baseline not in impls:
         raise KeyError(f"baseline {baseline!r} is not one of {list(impls)}")
     return Comparison(results=results, baseline=baseline)
-
-
-@dataclasses.dataclass
-class Sweep:
-    sizes: list
-    results: dict  # name -> list[BenchResult]
-
-    def series(self, name: str, y: str = "ms") -> list:
-        attr = {"ms": "median_ms", "gbps": "gbps", "tflops": "tflops"}[y]
-        return [getattr(r, attr) for r in self.results[name]]
-
-    def plot(self, y: str = "ms", ax=None, title: str | None = None, xlabel: str = "size"):
-        from .plots import plot_sweep
-
-        return plot_sweep(self, y=y, ax=ax, title=title, xlabel=xlabel)
 
 
 def sweep(impls: dict, sizes, make_args: Callable, bytes: Callable | None = None, flops: Callable | None = None,

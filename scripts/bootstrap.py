@@ -18,6 +18,9 @@ Chromium, the browser tests/test_browser.py opens JupyterLab in (through playwri
 downloads no browser of its own): ``--only-chromium`` installs Debian's ``chromium`` the same way (root and apt-get;
 otherwise it prints the command). CI runs it; the full install only says whether it is there, since a learner's
 ``make lab`` has no use for a second browser. Without it the browser test skips, saying why (CI requires it).
+
+Slurm and munge, for tests/test_slurm.py (a class graded as a Slurm job array, docs/slurm/): ``--only-slurm``
+installs Debian's ``slurm-wlm`` and ``munge`` the same way; CI runs it, the full install does not.
 """
 from __future__ import annotations
 
@@ -154,18 +157,58 @@ def ensure_chromium(install: bool = True) -> bool:
     return False
 
 
+SLURM_MANUAL = ("sudo apt-get install slurm-wlm munge (Debian/Ubuntu); then tests/test_slurm.py starts a one-node "
+                "Slurm of its own, as root, and grades a class as a job array on it")
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
+
+
+def ensure_slurm() -> bool:
+    """Slurm (Debian's slurm-wlm: slurmctld, slurmd and the sbatch client) and munge, its authentication, for
+    tests/test_slurm.py, which grades a class as a job array on a one-node Slurm it starts: installed with apt-get
+    if this is root on Debian and they are missing; True when they are there. Never fails: without them the test
+    skips, saying why (CI requires it)."""
+    missing = [b for b in SLURM_BINARIES if not shutil.which(b)]
+    if not missing:
+        say(f"slurm and munge found ({shutil.which('slurmctld')}): tests/test_slurm.py runs a job array on them")
+        return True
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        why = ("not Linux" if not sys.platform.startswith("linux") else "not root" if os.geteuid() != 0
+               else "no apt-get")
+        say(f"{', '.join(missing)} not installed ({why}), so tests/test_slurm.py skips. To run it: {SLURM_MANUAL}")
+        return False
+    say("installing slurm-wlm and munge, the one-node Slurm tests/test_slurm.py grades a job array on")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install_cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "slurm-wlm", "munge"]
+    for cmd in (install_cmd, ["apt-get", "update", "-q"], install_cmd):  # the package lists may be missing
+        say("$ " + " ".join(cmd))
+        try:
+            rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL)
+        except OSError as exc:
+            rc = f"{exc}"
+        if rc == 0 and cmd is install_cmd and all(shutil.which(b) for b in SLURM_BINARIES):
+            return True
+    say(f"could not install slurm-wlm and munge (apt-get said no): tests/test_slurm.py skips until they are: "
+        f"{SLURM_MANUAL}")
+    return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", default=str(ROOT / ".venv"))
     ap.add_argument("--only-bubblewrap", action="store_true", help="only install bubblewrap (the grader's sandbox)")
     ap.add_argument("--only-chromium", action="store_true",
                     help="only install chromium (the browser test's; may be given with --only-bubblewrap)")
+    ap.add_argument("--only-slurm", action="store_true",
+                    help="only install slurm-wlm and munge (tests/test_slurm.py's one-node Slurm; may be given with "
+                         "the other --only options)")
     args = ap.parse_args()
-    if args.only_bubblewrap or args.only_chromium:
+    if args.only_bubblewrap or args.only_chromium or args.only_slurm:
         if args.only_bubblewrap:
             ensure_bubblewrap()
         if args.only_chromium:
             ensure_chromium()
+        if args.only_slurm:
+            ensure_slurm()
         return
     if sys.version_info < (3, 10):
         sys.exit(f"[bootstrap] gpucourse needs Python 3.10 or newer; this is {sys.version.split()[0]}.")

@@ -135,7 +135,7 @@ _NOT_A_GATE = {os.path.join("gpucourse", "lessons", "l07_quantization", "gemv_in
                "multiply in float32 on CUDA cores, and the case 'cancelling' is built for bf16's 8 bits"}
 
 # Lines gated where they are called, by (file, how the line starts): the reason is the gate.
-_GATED_BY_CALLER = {(os.path.join("gpucourse", "lessons", "l07_quantization", "measure.py"),
+_GATED_BY_CALLER = {(os.path.join("gpucourse", "lessons", "l07_quantization", "tinygemm.py"),
                      "def tinygemm_scales_and_zeros("):
                     "tinygemm's scales are bf16 by its format; its only caller, tinygemm_weights, first asks "
                     "tinygemm_unavailable (bf16 activations and compute capability 8.0+)"}

@@ -17,7 +17,7 @@ import os
 import sys
 import textwrap
 
-from . import feedback, gradebook, grader, leaderboard, sandbox, summary
+from . import feedback, gradebook, grader, leaderboard, merge, profile, sandbox, shards, summary
 
 EPILOG = """\
 statuses:
@@ -134,6 +134,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="accept results graded without the sandbox for points and ranking (--gradebook, "
                          "--leaderboard); without it, a batch graded at the process level is feedback only: a "
                          "submission there can read the solved workbooks and the other submissions")
+    ap.add_argument("--profile", action="store_true",
+                    help="after grading, run each passing submission's timed GPU case once under Nsight Compute (ncu, "
+                         "sandboxed): per kernel its time, DRAM/SM throughput, occupancy, registers, top stalls, in "
+                         "--json, --feedback and on stderr; verdicts unchanged (docs/grading.md, Profile mode)")
+    shards.add_argument(ap)
     return ap
 
 
@@ -315,9 +320,12 @@ def _collect(args, ex, submissions: list, say: bool = True):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["merge"]:  # `gpucourse grade merge SHARD.json ...` joins --shard reports (merge.py)
+        return merge.main(argv[1:])
     ap = _parser()
     try:
-        args = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
+        args = ap.parse_args(argv)
     except SystemExit as exc:  # argparse: --help exits 0, usage errors 2
         return int(exc.code or 0)
     from .. import device
@@ -350,12 +358,16 @@ def main(argv=None) -> int:
                 entries = gradebook.select(entries, args.student)
             except gradebook.LayoutError as exc:
                 return _usage_error(str(exc))
+        if args.shard:
+            entries = args.shard.pick(entries, say=k == 0)
         if k == 0:  # the same students and files for every exercise of an assignment: said once
             for e in entries:
                 for note in e.notes + ([f"{gradebook.printable(e.student)}: {e.problem}"] if e.path is None else []):
                     print(f"gpucourse grade: note: {note}", file=sys.stderr)
         partial = bool(args.student or implied)
         batches.append((ex, entries, gradebook.to_grade(entries)))
+    if args.shard and (not args.json or not batches[0][2]):  # --json needed; an empty shard still writes it
+        return shards.without_grading(args, batches, workbook, ids)
     if not batches[0][2]:
         return _usage_error("nothing to grade: no student has a .py or .ipynb submission (see the notes above)")
     if (args.timeout is not None and args.timeout <= 0) or args.points <= 0:
@@ -406,6 +418,9 @@ def main(argv=None) -> int:
             print(f"gpucourse grade: not for points: {grading_for_points['why']}", file=sys.stderr, flush=True)
         report = grader.grade(ex, paths, timeout=args.timeout, jobs=jobs, progress=True, isolation=isolation,
                               allow_process_isolation=args.allow_process_isolation)
+        shards.annotate(report, args.shard, entries, workbook, ids)  # no-op without --shard
+        if args.profile:  # before the outputs: the JSON and the feedback pages carry the profiles
+            profile.profile_batch(ex, report, isolation, args.timeout)
         internal |= _outputs(args, ex, entries, paths, report, several, partial and existing is not None)
         graded.append((ex.id, entries, report))
     if args.gradebook:

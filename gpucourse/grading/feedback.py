@@ -4,8 +4,9 @@
 ``gpucourse grade EXERCISE ... --feedback DIR`` writes ``DIR/<student>/<assignment>/<exercise>.html`` for each graded
 submission (the assignment is nbgrader's, else the exercise's id) and ``DIR/index.html`` listing them. A page holds
 what the JSON report holds for that submission: the status, score and message, the flags, and every case with its
-verdict (PASS/FAIL) and the checker's text, its ``hint:`` lines highlighted; the speed where one was measured; and a
-footer saying what the statuses mean.
+verdict (PASS/FAIL) and the checker's text, its ``hint:`` lines highlighted; the speed where one was measured, and
+beside it the Nsight Compute summary of the timed call where ``--profile`` made one; and a footer saying what the
+statuses mean.
 
 A page is one self-contained file: no script, no external stylesheet, font or image, and a content security policy
 that allows none. Everything on it that comes from the submission or the checker (messages quote the student's
@@ -95,6 +96,35 @@ def _perf(perf: dict) -> str:
     return f"<h2>Speed</h2><p>{html_text(perf.get('text') or 'measured')} ({met})</p>"
 
 
+def _num(value, spec: str) -> str:
+    return "?" if not isinstance(value, (int, float)) or isinstance(value, bool) else format(value, spec)
+
+
+def _profile(profile: dict) -> str:
+    """The Nsight Compute summary of the timed call (``gpucourse grade --profile``, profile.py): a row per kernel
+    (the longest first), or the line saying why it was not profiled."""
+    if not profile.get("ok"):
+        return f"<h2>Profile</h2><p>Not profiled: {html_text(profile.get('why') or 'unknown')}</p>"
+    rows = []
+    for k in profile.get("kernels") or []:
+        stalls = ", ".join(f"{html_text(s.get('reason', '?'))} {_num(s.get('value'), '.3g')}"
+                           for s in k.get("stalls") or []) or "none reported"
+        cells = [html_text(k.get("name", "?")), _num(k.get("duration_us"), ",.1f"), _num(k.get("dram_pct"), ".0f"),
+                 _num(k.get("sm_pct"), ".0f"), _num(k.get("occupancy_pct"), ".0f"), _num(k.get("registers"), ".0f"),
+                 stalls]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    unit = next((k.get("stall_unit") for k in profile.get("kernels") or [] if k.get("stall_unit")), "")
+    launched = profile.get("launched")
+    more = (f" {launched} kernels ran in the call; the {len(rows)} longest are shown."
+            if isinstance(launched, int) and launched > len(rows) else "")
+    return ("<h2>Profile</h2><p>Your timed call, run once more under Nsight Compute (its clocks, not the timing's: "
+            f"the times differ from the speed above).{html_text(more)}</p>"
+            "<table><thead><tr><th>kernel</th><th>time (us)</th><th>DRAM throughput (% of peak)</th>"
+            "<th>SM throughput (% of peak)</th><th>achieved occupancy (%)</th><th>registers per thread</th>"
+            f"<th>top stall reasons ({html_text(unit or 'as ncu counts them')})</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def page(result: dict, exercise: str, student: str, assignment: str = "", environment: dict | None = None) -> str:
     """The feedback page of one graded submission: ``result`` as the JSON report holds it (``submission``,
     ``status``, ``score``, ``message``, ``checks``, ``flags``, optionally ``perf``), for ``student``'s
@@ -119,6 +149,8 @@ def page(result: dict, exercise: str, student: str, assignment: str = "", enviro
     body += [_case(c) for c in checks] or ["<p>No case was run: the message above says why.</p>"]
     if isinstance(result.get("perf"), dict):
         body.append(_perf(result["perf"]))
+    if isinstance(result.get("profile"), dict):
+        body.append(_profile(result["profile"]))
     meanings = "".join(f"<li><strong>{k}</strong>: {html.escape(v)}</li>" for k, v in STATUSES.items())
     where = f"Graded on {environment.get('fingerprint', '?')}. " if environment else ""
     body.append(f"<footer><p>{html_text(where)}Statuses:</p><ul>{meanings}</ul><p>Lines starting with "

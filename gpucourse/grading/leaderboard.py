@@ -25,7 +25,7 @@ import html
 import os
 import string
 
-from .gradebook import printable
+from .safe_text import printable
 
 _MD_SPECIAL = set(string.punctuation)
 

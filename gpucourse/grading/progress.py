@@ -81,7 +81,7 @@ class Progress:
         return text
 
     def update(self, r: Result) -> None:
-        from .gradebook import printable
+        from .safe_text import printable
 
         with self.lock:
             self.done += 1

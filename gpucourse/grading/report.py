@@ -127,11 +127,11 @@ CSV_COLUMNS = ["submission", "status", "score", "message", "seconds", "flags", "
 
 
 def write_csv(report: dict, path: str) -> None:
-    env = report["environment"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         for r in report["results"]:
+            env = r.get("environment") or report["environment"]  # a merged report's shards (merge.py) may differ
             w.writerow({"submission": r["submission"], "status": r["status"], "score": f"{r['score']:.4f}",
                         "message": r["message"], "seconds": r["seconds"], "flags": "; ".join(r["flags"]),
                         "timing": r["timing"], "isolation": report["isolation"]["level"],

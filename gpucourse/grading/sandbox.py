@@ -182,13 +182,15 @@ def inside_path(submission: str) -> str:
     return os.path.join(INSIDE_SUBMISSION, os.path.basename(submission))
 
 
-def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: bool, as_pid_1: bool = False) -> list:
+def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: bool, as_pid_1: bool = False,
+            tools: tuple = ()) -> list:
     """``argv`` wrapped in bwrap with the worker's view of the machine: ``tmp`` (the host's private temporary
     directory) mounted writable at /tmp, ``submission`` read-only at /submission/<name>. ``as_pid_1``: ``argv`` is
     the sandbox's PID 1 (instead of bwrap's own init), where this bwrap can (``--as-pid-1``): the graded worker's
     supervisor (worker.SUPERVISOR), which no process of the sandbox can then kill or stop (the kernel drops their
     signals to their namespace's init); it reaps the orphans, and when it exits every process left in the sandbox
-    is killed."""
+    is killed. ``tools``: more folders to bind read-only where they are outside /usr (Nsight Compute's, for
+    ``gpucourse grade --profile``: ncu.install_dirs)."""
     cmd = [iso.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if as_pid_1 and _has_option(iso.bwrap, "--as-pid-1"):
         cmd += ["--as-pid-1"]
@@ -203,7 +205,7 @@ def command(iso: Isolation, argv: list, tmp: str, submission: str | None, gpu: b
     masks = _masks()
     for path in masks:
         cmd += ["--tmpfs", path]
-    for path in _python_dirs():
+    for path in _python_dirs() if not tools else _with_tools(tuple(tools)):
         cmd += ["--ro-bind", path, path]
     from .. import cuda_build
 
@@ -266,6 +268,14 @@ def _python_dirs() -> tuple:
     dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     dirs += toolchain_dirs()
     return select_dirs(dirs, os.path.dirname(os.path.abspath(gpucourse.__file__)), tuple(_masks()))
+
+
+def _with_tools(tools: tuple) -> tuple:
+    """:func:`_python_dirs` and ``tools``, selected as they are (outside /usr, not a checkout, none inside another)."""
+    import gpucourse
+
+    return select_dirs(list(_python_dirs()) + list(tools), os.path.dirname(os.path.abspath(gpucourse.__file__)),
+                       tuple(_masks()))
 
 
 def toolchain_dirs() -> list:

@@ -28,7 +28,7 @@ import os
 import re
 
 from . import leaderboard
-from .gradebook import printable
+from .safe_text import printable
 
 TOP = 3  # messages shown per case, and places of the leaderboard
 MESSAGE_CHARS = 160  # a grouped message is cut here: the group is the problem, the full text is in the report

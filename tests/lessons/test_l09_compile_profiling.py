@@ -505,9 +505,10 @@ def test_generated_keeps_earlier_compilations_unless_asked(monkeypatch):
 
 def test_ncu_runs_the_lesson_s_target_as_a_module(monkeypatch):
     """ncu profiles ``python -m gpucourse.lessons.l09_compile_profiling.ncu_target``: no script from the checkout."""
-    from gpucourse.lessons.l09_compile_profiling import ncu_target, profiling
+    from gpucourse import ncu as ncu_kit
+    from gpucourse.lessons.l09_compile_profiling import ncu_target
 
-    monkeypatch.setattr(profiling.shutil, "which", lambda name: "/bin/echo")  # echo prints the command it was given
+    monkeypatch.setattr(ncu_kit, "find", lambda: "/bin/echo")  # echo prints the command it was given
     res = measure.ncu("softmax")
     assert not res["ok"] and "-m gpucourse.lessons.l09_compile_profiling.ncu_target softmax" in res["why"]
     assert ncu_target.main(["no_such_target"]) == 2 and set(ncu_target.TARGETS) >= {"softmax", "sin_chain_compiled"}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import torch
 
 from gpucourse import device, timeline
+from gpucourse import ncu as ncu_kit
 
 from . import kernels, readtrace
 from .modes import low_dtype
@@ -247,46 +247,12 @@ def ncu(target: str, kernel_regex: str | None = None, timeout: int = 180) -> dic
     """Run ``python -m gpucourse.lessons.l09_compile_profiling.ncu_target <target>`` under Nsight Compute (the
     kernels in its "measured" NVTX range) and return {"ok": bool, "why": str, "kernels": [{name, metric: value}]}.
     ``ok`` is False when ncu is missing or the GPU does not let this user read its counters (ERR_NVGPUCTRPERM)."""
-    exe = shutil.which("ncu")
-    if exe is None:
-        return {"ok": False, "why": "ncu (Nsight Compute) is not installed here", "kernels": []}
-    cmd = [exe, "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS), "--nvtx", "--nvtx-include",
-           "measured/", *(["--kernel-name", f"regex:{kernel_regex}"] if kernel_regex else []),
-           sys.executable, "-m", "gpucourse.lessons.l09_compile_profiling.ncu_target", target]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "why": f"ncu took over {timeout} s", "kernels": []}
-    text = p.stdout + p.stderr
-    if "ERR_NVGPUCTRPERM" in text:
-        return {"ok": False, "why": "ERR_NVGPUCTRPERM: this GPU does not let this user read its performance counters",
-                "kernels": []}
-    rows = _ncu_csv(p.stdout)
-    if not rows:
-        return {"ok": False, "why": f"ncu returned {p.returncode} and no kernel rows: {text.strip()[-300:]}",
-                "kernels": []}
-    return {"ok": True, "why": "", "kernels": rows}
+    return ncu_kit.run([sys.executable, "-m", "gpucourse.lessons.l09_compile_profiling.ncu_target", target],
+                       metrics=NCU_METRICS, timeout=timeout, keep=NCU_METRICS,
+                       extra=("--nvtx", "--nvtx-include", "measured/",
+                              *(["--kernel-name", f"regex:{kernel_regex}"] if kernel_regex else [])))
 
 
 def _ncu_csv(text: str) -> list:
-    import csv
-    import io
-
-    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
-    if len(lines) < 2:
-        return []
-    reader = list(csv.reader(io.StringIO("\n".join(lines))))
-    has_units = len(reader) > 2 and reader[1] and not reader[1][0].isdigit()
-    head, rows = reader[0], reader[2:] if has_units else reader[1:]
-    units = dict(zip(head, reader[1])) if has_units else {}
-    out = []
-    for r in rows:
-        d = dict(zip(head, r))
-        k = {"name": d.get("Kernel Name", "?"), "units": {m: units[m] for m in NCU_METRICS if units.get(m)}}
-        for m in NCU_METRICS:
-            try:
-                k[m] = float(str(d[m]).replace(",", "")) if m in d else None
-            except ValueError:
-                k[m] = None
-        out.append(k)
-    return out
+    """ncu's raw-page CSV rows with lesson 09's metrics (gpucourse.ncu.parse_csv)."""
+    return ncu_kit.parse_csv(text, NCU_METRICS)
