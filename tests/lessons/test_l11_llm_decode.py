@@ -246,3 +246,95 @@ def test_bench_budget_and_child_time_limit(tmp_path):
     res = bench._child("eager_dynamic", a, ["--tiny"], limit=120)
     assert "error" not in res, res
     assert len(res["tokens"][0]) == 8 and res["tokens_per_s"] > 0
+
+
+# -- the recorded H100 run and what the notebook computes from it ----------------------------------------------------
+
+
+def test_recorded_values_are_the_promoted_bench_run():
+    """The curated file holds what its promote step takes from the benchmark's run, under declared keys only."""
+    from gpucourse.lessons.l11_llm_decode import recorded
+
+    doc = recorded.load()
+    assert set(doc) == set(recorded.KEYS) and doc.sources[0]["file"] == recorded.SOURCE
+    with open(os.path.join(ROOT, recorded.SOURCE)) as f:
+        run = json.load(f)
+    assert recorded.promote_values(run) == dict(doc)
+    assert doc.environment == recorded.promote_environment(run) and doc.environment["transformers"]
+    assert [r["step"] for r in doc["ladder"]] == list(recorded.LADDER_STEPS)
+    assert [r["step"] for r in doc["peers"]] == list(recorded.PEER_STEPS)
+    assert "not measured here" in recorded.label(doc) and recorded.file_name() in recorded.label(doc)
+    with pytest.raises(KeyError, match="declares no key"):
+        doc["steps"]
+
+
+def test_promote_writes_a_file_that_loads_back_equal(tmp_path, monkeypatch):
+    from gpucourse import recorded as curated
+    from gpucourse.lessons.l11_llm_decode import recorded
+
+    committed = dict(recorded.load())
+    monkeypatch.setattr(curated, "recorded_dir", lambda: str(tmp_path))
+    path = recorded.promote()
+    assert path == str(tmp_path / "h100-l11_llm_decode.json")
+    again = recorded.load()
+    assert dict(again) == committed and again.keys_described == recorded.KEYS
+    run = {"ladder": [{"step": "eager_dynamic", "tokens_per_s": 1.0}], "steps": {}}
+    with pytest.raises(ValueError, match="steps without a result"):
+        recorded.promote_values(run)
+
+
+def test_recorded_figures_the_lesson_prints():
+    from gpucourse.lessons.l11_llm_decode import recorded
+
+    doc = recorded.load()
+    assert recorded.best_ladder(doc)["step"] == "compiled"
+    speed = recorded.speed(doc)
+    assert set(speed) == {*recorded.LADDER_STEPS, *recorded.PEER_STEPS}
+    r = recorded.split_kv_ratios(doc)
+    assert set(r) == {"512", "8192"} and all(name.startswith("SDPA") for name in r["8192"])
+    best = doc["decode_attention"]["8192"]["best_sdpa"]
+    assert r["8192"][best] == pytest.approx(doc["decode_attention"]["8192"]["split_kv_over_best_sdpa"])
+    assert r["8192"][best] == min(r["8192"].values())  # the best backend is the one the kernel gains least on
+    assert doc["floor"]["tokens_per_s"] == pytest.approx(
+        floor.tokens_per_second_floor(model.Config.small(), doc["floor"]["bandwidth_gbps"] * 1e9,
+                                      doc["run"]["context"]))
+
+
+def test_targets_are_met_or_missed_and_unknown_figures_refused():
+    t = bench.targets(fraction_of_floor=0.484, over_hf_default=11.3, over_hf_static=None)
+    assert [(x["goal"], x["met"]) for x in t] == [(0.70, False), (10.0, True)]
+    t = bench.targets(split_kv_over_best_sdpa=1.5)
+    assert len(t) == 1 and t[0]["met"] and t[0]["op"] == ">="
+    with pytest.raises(KeyError, match="unknown figures"):
+        bench.targets(fraction=0.5)
+
+
+def test_kernel_categories_and_the_breakdown_per_token():
+    assert bench.kernel_category("nvjet_sm90_tst_128x8_64x5_1x1_h_bz_coopA_TNT") == "matmul (GEMV)"
+    assert bench.kernel_category("triton_tem_fused_mm_3") == "matmul (GEMV)"
+    assert bench.kernel_category("triton_red_fused_argmax_7") == "argmax (the next token)"
+    assert bench.kernel_category("cudnn_generated_fort_native_sdpa_sm90") == "attention"
+    assert bench.kernel_category("split_kv_kernel") == "attention"
+    assert bench.kernel_category("triton_poi_fused_add_mul_rsqrt_2").startswith("other fused")
+    assert bench.kernel_category("Memcpy DtoD (Device -> Device)") == "copies and fills"
+    assert bench.kernel_category("some_unknown_kernel") == "other"
+    b = bench.breakdown([("nvjet_a", 10.0), ("nvjet_head", 90.0), ("triton_poi_fused_add_0", 2.0),
+                         ("nvjet_a", 10.0), ("nvjet_head", 90.0), ("triton_poi_fused_add_0", 2.0)], tokens=2)
+    assert b["kernels_per_token"] == 3 and b["gpu_us_per_token"] == pytest.approx(102.0)
+    assert list(b["categories"]) == ["matmul (GEMV)", "other fused kernels (norms, RoPE, SiLU, adds)"]
+    assert b["categories"]["matmul (GEMV)"] == {"kernels": 2, "us": 100.0}
+    assert b["head"] == {"name": "nvjet_head", "us": 90.0}
+    assert bench.breakdown([], 1)["head"] is None
+
+
+def test_ops_per_token_counts_one_eager_step():
+    cfg, w = _tiny(max_seq=16)
+    ops = bench.ops_per_token(w, cfg, decode.make_prompt(cfg, 4))
+    assert ops["linear"] == 7 * cfg.n_layers + 1  # q, k, v, o, gate, up, down per layer, then the head
+    assert ops["scaled_dot_product_attention"] == cfg.n_layers and ops["argmax"] == 1
+    assert "to" not in ops and "view" not in ops  # float32 to float32 and views run no kernel
+    bf16 = bench.ops_per_token(model.make_weights(cfg, dtype=torch.bfloat16), cfg, decode.make_prompt(cfg, 4))
+    assert bf16["to"] > 0 and sum(bf16.values()) > sum(ops.values())
+    assert bench.token_profile(w, cfg, decode.make_prompt(cfg, 4)) is None  # GPU only
+    a = bench.settings(["--prompt", "16", "--new-tokens", "4"])
+    assert (a.prompt, a.new_tokens, a.contexts) == (16, 4, [512, 8192])
