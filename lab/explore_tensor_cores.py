@@ -24,6 +24,69 @@ ROOT = Path(__file__).resolve().parent.parent
 
 import gpucourse  # before triton
 
+
+# The exploration's first FP8 table (mixed modes side by side: its kernel precise against _scaled_mm precise,
+# row-wise and fast); the lesson's like-for-like comparison is measure.fp8_like_for_like.
+class FP8Table(dict):
+    """``fp8_versus_scaled_mm``'s result: a dict that prints as a table."""
+
+    def __str__(self) -> str:
+        cols = ["yours", "yours, b row-major", "_scaled_mm", "_scaled_mm row-wise", "_scaled_mm fast accum"]
+        lines = [f"{'shape':<18}" + "".join(f"{c:>23}" for c in cols) + f"{'yours / _scaled_mm':>20}"]
+        for shape, r in self.items():
+            cells = "".join(f"{r['tflops'].get(c, float('nan')):>23,.0f}" for c in cols)
+            lines.append(f"{'x'.join(map(str, shape)):<18}{cells}{r['ratio']:>20.2f}")
+        return "TFLOP/s (median of interleaved rounds)\n" + "\n".join(lines)
+
+
+def fp8_versus_scaled_mm(fp8_matmul, sizes=((4096, 4096, 4096), (8192, 8192, 8192)), rounds: int = 3,
+                         rep_ms: float = 200) -> FP8Table:
+    """Your ``fp8_matmul(a, b, scale_a, scale_b)`` against ``torch._scaled_mm`` (per-tensor, row-wise, fast
+    accumulation) on the same FP8 operands, b column-major (K contiguous, as cuBLAS wants) and, for yours, also
+    row-major. Checked against ``_scaled_mm`` first (bf16 tolerance). Needs FP8 tensor cores."""
+    import torch
+
+    from gpucourse import device
+    from gpucourse.lessons.l06_tensor_cores import precision
+    from gpucourse.progress import progress
+    from gpucourse.timing import interleaved, settle
+
+    device.require_gpu("Timing FP8 matmuls")
+    if not device.has_fp8():
+        raise RuntimeError("this GPU has no FP8 tensor cores (compute capability 8.9+ needed)")
+    bf = torch.bfloat16
+    out = FP8Table()
+    for m, n, k in progress(sizes, "fp8 against _scaled_mm"):
+        x = torch.randn(m, k, device="cuda")
+        y = torch.randn(n, k, device="cuda")  # y is b transposed: b = y.t() is K-contiguous
+        qa, sa = precision.fp8_quantize(x)
+        qy, sb = precision.fp8_quantize(y)
+        qb = qy.t()
+        qb_rows = qb.contiguous()
+        ra, rsa = precision.fp8_quantize(x, rowwise=True)
+        ry, rsb = precision.fp8_quantize(y, rowwise=True)
+        want = torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=bf)
+        torch.testing.assert_close(fp8_matmul(qa, qb, sa, sb), want, rtol=8e-3, atol=4e-3 * want.abs().max().item())
+        torch.testing.assert_close(fp8_matmul(qa, qb_rows, sa, sb), want, rtol=8e-3,
+                                   atol=4e-3 * want.abs().max().item())
+        fns = {"yours": lambda: fp8_matmul(qa, qb, sa, sb),
+               "yours, b row-major": lambda: fp8_matmul(qa, qb_rows, sa, sb),
+               "_scaled_mm": lambda: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=bf),
+               "_scaled_mm row-wise": lambda: torch._scaled_mm(ra, ry.t(), scale_a=rsa, scale_b=rsb.reshape(1, -1),
+                                                               out_dtype=bf),
+               "_scaled_mm fast accum": lambda: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=bf,
+                                                                 use_fast_accum=True)}
+        for fn in fns.values():
+            fn()  # compile and autotune before timing
+        settle(fns["_scaled_mm"], seconds=1.0)
+        runs = interleaved(fns, rounds=rounds, flops=2 * m * n * k, dtype="fp8", rep_ms=rep_ms)
+        tfl = {name: r.typical.tflops for name, r in runs.items()}
+        out[(m, n, k)] = {"tflops": tfl, "ms": {name: r.median_ms for name, r in runs.items()},
+                          "ratio": runs["_scaled_mm"].median_ms / runs["yours"].median_ms,
+                          "ratio_fast_accum": runs["_scaled_mm fast accum"].median_ms / runs["yours"].median_ms}
+    return out
+
+
 SECTIONS = ("fp8", "fp8_accuracy", "bf16_triton", "ladder", "errors", "alignment", "waves", "training")
 
 
@@ -70,20 +133,17 @@ def main() -> int:
 
     def fp8():
         sizes = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (16384, 4096, 4096), (2048, 2048, 8192)]
-        table = measure.fp8_versus_scaled_mm(fp8_matmul, sizes=sizes, rounds=3, rep_ms=200)
+        table = fp8_versus_scaled_mm(fp8_matmul, sizes=sizes, rounds=3, rep_ms=200)
         kernel = sol["fp8_matmul_kernel"]
         picks = {str(k): str(v) for k, v in getattr(kernel, "cache", {}).items()}
-        fast = measure.fp8_versus_scaled_mm(lambda a, b, sa, sb: fp8_matmul(a, b, sa, sb, precise=False),
+        fast = fp8_versus_scaled_mm(lambda a, b, sa, sb: fp8_matmul(a, b, sa, sb, precise=False),
                                             sizes=[(8192, 8192, 8192)], rounds=3, rep_ms=200)
         return {"table": {"x".join(map(str, s)): r for s, r in table.items()}, "printed": str(table),
                 "fast_accumulation_8192": {"x".join(map(str, s)): r for s, r in fast.items()},
                 "printed_fast": str(fast), "autotune_picks": picks}
 
-    def fp8_accuracy():
-        out = measure.fp8_accuracy(fp8_matmul)
-        fast = measure.fp8_accuracy(lambda a, b, sa, sb: fp8_matmul(a, b, sa, sb, precise=False))
-        out["yours, fast accumulation"] = fast["yours"]
-        return out
+    def fp8_accuracy():  # the lesson's own measurement: both kernels, precise and fast accumulation
+        return measure.fp8_accuracy_modes(fp8_matmul)
 
     def bf16_triton():
         from gpucourse.timing import interleaved, settle

@@ -41,6 +41,23 @@ def say(msg: str) -> None:
     print(f"[bootstrap] {msg}", flush=True)
 
 
+def apt_install(packages: list, installed, show: bool = False) -> bool:
+    """``apt-get install`` of ``packages`` (once more after ``apt-get update`` when that fails: the package lists
+    may be missing, as in a fresh image); True when it succeeded and ``installed()`` says they are there. ``show``:
+    the install's own output is printed (the update's never is)."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install_cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+    for cmd in (install_cmd, ["apt-get", "update", "-q"], install_cmd):
+        say("$ " + " ".join(cmd))
+        try:
+            rc = subprocess.call(cmd, env=env, stdout=None if show and cmd is install_cmd else subprocess.DEVNULL)
+        except OSError as exc:
+            rc = f"{exc}"
+        if rc == 0 and cmd is install_cmd and installed():
+            return True
+    return False
+
+
 def run(cmd: list, check: bool = True) -> int:
     say("$ " + " ".join(str(c) for c in cmd))
     rc = subprocess.call([str(c) for c in cmd])
@@ -106,16 +123,8 @@ def ensure_bubblewrap() -> bool:
             f"To sandbox them: {BWRAP_MANUAL}")
         return False
     say("installing bubblewrap, the sandbox `gpucourse grade` runs submissions in")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "bubblewrap"]
-    for cmd in (install, ["apt-get", "update", "-q"], install):  # the package lists may be missing (fresh image)
-        say("$ " + " ".join(cmd))
-        try:
-            rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL if "update" in cmd else None)
-        except OSError as exc:
-            rc = f"{exc}"
-        if rc == 0 and cmd is install and shutil.which("bwrap"):
-            return True
+    if apt_install(["bubblewrap"], lambda: bool(shutil.which("bwrap")), show=True):
+        return True
     say(f"could not install bubblewrap (apt-get said no): `gpucourse grade` isolates submissions at the process "
         f"level only until it is installed: {BWRAP_MANUAL}")
     return False
@@ -143,16 +152,8 @@ def ensure_chromium(install: bool = True) -> bool:
         say(f"chromium is not installed, so tests/test_browser.py skips. To run it: {CHROMIUM_MANUAL}")
         return False
     say("installing chromium, the browser tests/test_browser.py opens JupyterLab in")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install_cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
-    for cmd in (install_cmd, ["apt-get", "update", "-q"], install_cmd):  # the package lists may be missing
-        say("$ " + " ".join(cmd))
-        try:
-            rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL)
-        except OSError as exc:
-            rc = f"{exc}"
-        if rc == 0 and cmd is install_cmd and chromium_path():
-            return True
+    if apt_install(["chromium"], lambda: bool(chromium_path())):
+        return True
     say(f"could not install chromium (apt-get said no): tests/test_browser.py skips until it is: {CHROMIUM_MANUAL}")
     return False
 
@@ -177,16 +178,8 @@ def ensure_slurm() -> bool:
         say(f"{', '.join(missing)} not installed ({why}), so tests/test_slurm.py skips. To run it: {SLURM_MANUAL}")
         return False
     say("installing slurm-wlm and munge, the one-node Slurm tests/test_slurm.py grades a job array on")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install_cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "slurm-wlm", "munge"]
-    for cmd in (install_cmd, ["apt-get", "update", "-q"], install_cmd):  # the package lists may be missing
-        say("$ " + " ".join(cmd))
-        try:
-            rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL)
-        except OSError as exc:
-            rc = f"{exc}"
-        if rc == 0 and cmd is install_cmd and all(shutil.which(b) for b in SLURM_BINARIES):
-            return True
+    if apt_install(["slurm-wlm", "munge"], lambda: all(shutil.which(b) for b in SLURM_BINARIES)):
+        return True
     say(f"could not install slurm-wlm and munge (apt-get said no): tests/test_slurm.py skips until they are: "
         f"{SLURM_MANUAL}")
     return False

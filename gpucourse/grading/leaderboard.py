@@ -189,9 +189,24 @@ _CSS = ("body{font-family:system-ui,sans-serif;font-size:1.6rem;margin:2rem 4rem
 
 
 def html_page(b: dict) -> str:
+    return html_document(html_title(b), html_body(b))
+
+
+def html_title(b: dict) -> str:
+    return f"Leaderboard: {html_text(b['exercise'])}"
+
+
+def html_document(title: str, body: list) -> str:
+    """A self-contained page (no scripts, no outside resources) holding the HTML fragments ``body``."""
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+            f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def html_body(b: dict) -> list:
+    """The fragments of a board's page, heading first (one page may hold several boards: merge.py)."""
     t = _lines(b)
-    title = f"Leaderboard: {html_text(b['exercise'])}"
-    body = [f"<h1>{title}</h1>", f"<p>{html_text(t['head'])}</p>", f"<p>{html_text(t['how'])}</p>"]
+    body = [f"<h1>{html_title(b)}</h1>", f"<p>{html_text(t['head'])}</p>", f"<p>{html_text(t['how'])}</p>"]
     if b["mode"] != "gpu":
         items = "".join(f"<li>{html_text(n)}</li>" for n in b["unranked_passing"])
         body.append(f"<ul>{items}</ul>" if items else "<p>(none passed)</p>")
@@ -210,9 +225,7 @@ def html_page(b: dict) -> str:
         items = "".join(f"<li>{html_text(n)}: {html_text(why)}</li>" for n, why in b["unranked"])
         body.append(f"<p>Passed but not ranked:</p><ul>{items}</ul>")
     body += [f"<p><small>{html_text(n)}</small></p>" for n in t["notes"]]
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-            f"<title>{title}</title><style>{_CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return body
 
 
 def write(report: dict, path: str, names: dict | None = None) -> None:

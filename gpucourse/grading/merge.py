@@ -250,11 +250,9 @@ def write_leaderboard(report: dict, path: str, names: dict) -> None:
     boards = [leaderboard.board(sub, names) for _, sub in groups]
     note = PER_MODEL.format(models=", ".join(dev for dev, _ in groups))
     if path.lower().endswith((".html", ".htm")):
-        pages = [leaderboard.html_page(b) for b in boards]
-        bodies = [page.split("<body>\n", 1)[1].rsplit("\n</body>", 1)[0] for page in pages]
-        head = pages[0].split("<body>\n", 1)[0]
-        text = (head + "<body>\n" + f"<p>{leaderboard.html_text(note)}</p>\n" + "\n<hr>\n".join(bodies)
-                + "\n</body></html>\n")
+        bodies = ["\n".join(leaderboard.html_body(b)) for b in boards]
+        text = leaderboard.html_document(leaderboard.html_title(boards[0]),
+                                         [f"<p>{leaderboard.html_text(note)}</p>", "\n<hr>\n".join(bodies)])
     else:
         text = note + "\n\n" + "\n".join(leaderboard.markdown(b) for b in boards)
     with open(path, "w", encoding="utf-8") as f:

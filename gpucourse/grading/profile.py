@@ -289,15 +289,7 @@ def main(argv=None) -> int:
     ex = get(args.exercise)
     path = args.submission
     try:
-        if path.endswith(".ipynb"):
-            source = worker.notebook_source(path)
-            filename = os.path.join(os.getcwd(), os.path.splitext(os.path.basename(path))[0] + "_notebook.py")
-            with open(filename, "w") as f:
-                f.write(source)
-        else:
-            filename = path
-            with open(path, encoding="utf-8", errors="replace") as f:
-                source = f.read()
+        source, filename = worker.submission_source(path)
         module = type(sys)("submission")
         module.__file__ = filename
         module.__dict__["display"] = worker._display

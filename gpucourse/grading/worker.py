@@ -126,6 +126,20 @@ def _continues_a_statement(code: str) -> bool:
     return False
 
 
+def submission_source(path: str) -> tuple:
+    """(source, filename) of a submission: a .py file as it is; a notebook's code cells as one program
+    (:func:`notebook_source`), written beside the current directory as <name>_notebook.py so tracebacks show its
+    lines."""
+    if path.endswith(".ipynb"):
+        source = notebook_source(path)
+        filename = os.path.join(os.getcwd(), os.path.splitext(os.path.basename(path))[0] + "_notebook.py")
+        with open(filename, "w") as f:
+            f.write(source)
+        return source, filename
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read(), path
+
+
 def notebook_source(path: str) -> str:
     """The code cells of a notebook as one Python program, turned into Python the way IPython does it
     (``IPython.core.inputtransformer2``): magics and shell lines become ``get_ipython()`` calls, which the worker
@@ -280,15 +294,7 @@ def main(argv=None) -> int:
     reply("loading")  # nothing of the submission has run before this: a death until here is the grader's failure
     path = hello["submission"]
     try:
-        if path.endswith(".ipynb"):
-            source = notebook_source(path)
-            filename = os.path.join(os.getcwd(), os.path.splitext(os.path.basename(path))[0] + "_notebook.py")
-            with open(filename, "w") as f:
-                f.write(source)
-        else:
-            filename = path
-            with open(path, encoding="utf-8", errors="replace") as f:
-                source = f.read()
+        source, filename = submission_source(path)
         code = compile(source, filename, "exec")
     except SyntaxError as exc:
         reply("load_error", message=f"syntax error: {exc.msg} (line {exc.lineno})",

@@ -8,5 +8,5 @@ from .shapes import (  # noqa: F401
     alignment, row_alignment, alignment_summary, kernel_family, short_kernel_name, cublas_kernels, wave_sweep,
     compare_with_model)
 from .fp8 import (  # noqa: F401
-    FP8_PRECISE, FP8_FAST, FP8_ROW_MAJOR, FP8Table, fp8_versus_scaled_mm, fp8_accuracy, round_ratios,
+    FP8_PRECISE, FP8_FAST, FP8_ROW_MAJOR, round_ratios,
     fp8_like_for_like, format_like_for_like, fp8_accuracy_modes, ACCURACY_NAMES, accuracy_rows)
