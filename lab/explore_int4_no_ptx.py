@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpucourse.lessons.l07_quantization import kernels
+from gpucourse.quant import kernels
 from gpucourse.solutions import cached_solutions
 from gpucourse.timing import interleaved
 

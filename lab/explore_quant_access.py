@@ -29,7 +29,8 @@ import triton
 import triton.language as tl
 
 from gpucourse import device
-from gpucourse.lessons.l07_quantization import kernels, measure
+from gpucourse.lessons.l07_quantization import measure
+from gpucourse.quant import kernels
 from gpucourse.timing import interleaved
 
 

@@ -30,7 +30,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from gpucourse.lessons.l07_quantization import kernels, measure, packing
+from gpucourse.lessons.l07_quantization import measure
+from gpucourse.quant import kernels, packing
 from gpucourse.timing import interleaved
 
 GS = 128

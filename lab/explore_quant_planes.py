@@ -27,7 +27,8 @@ import triton
 import triton.language as tl
 
 from gpucourse import device
-from gpucourse.lessons.l07_quantization import bench, measure, packing
+from gpucourse.lessons.l07_quantization import bench, measure
+from gpucourse.quant import packing
 from gpucourse.timing import interleaved
 
 MAGIC = 0x4B000000

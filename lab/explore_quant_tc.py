@@ -44,14 +44,14 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-# What the lesson's kernel (gpucourse/lessons/l07_quantization/kernels.py, w4a16_tc_kernel) took from this script's
+# What the lesson's kernel (gpucourse/quant/tensorcore.py, w4a16_tc_kernel) took from this script's
 # fused variant, used from there: Marlin's pair dequantization, x's B tiles, the dot, the split-K store and counters.
-from gpucourse.lessons.l07_quantization.kernels import _int4_pairs as pair_q
-from gpucourse.lessons.l07_quantization.kernels import _split_k_store  # noqa: F401
-from gpucourse.lessons.l07_quantization.kernels import _tc_dot as pdot
-from gpucourse.lessons.l07_quantization.kernels import _tile_counters as counters
-from gpucourse.lessons.l07_quantization.kernels import split_groups
-from gpucourse.lessons.l07_quantization.kernels import _x_pairs as x_tile
+from gpucourse.quant.kernels import _int4_pairs as pair_q
+from gpucourse.quant.kernels import _split_k_store  # noqa: F401
+from gpucourse.quant.kernels import _tc_dot as pdot
+from gpucourse.quant.kernels import _tile_counters as counters
+from gpucourse.quant.kernels import split_groups
+from gpucourse.quant.kernels import _x_pairs as x_tile
 
 OFFSET = 136.0  # a weight q is dequantized to q + 136 (bf16 128 + (u ^ 8))
 MX = 16  # x columns in B (M <= 16), padded with zeros
@@ -443,7 +443,7 @@ def variants(n, k, which="fused"):
         return split_for(triton.cdiv(n, bn), t)
 
     if which == "lesson":  # the path added to kernels.py, through w4a16_gemv, against the explored kernel
-        from gpucourse.lessons.l07_quantization import kernels
+        from gpucourse.quant import kernels
         out["kernels.py tc (w4a16_gemv default)"] = (lambda x, p, s: kernels.w4a16_gemv(x, p, s, 128), {})
         out["fused BN128 ns3 T528"] = (w4_tc_fused, dict(block_n=128, split=sp(128, 528), warps=4, nstage=3))
         return out
@@ -478,7 +478,8 @@ def variants(n, k, which="fused"):
 
 
 def main():
-    from gpucourse.lessons.l07_quantization import kernels, measure, packing
+    from gpucourse.lessons.l07_quantization import measure
+    from gpucourse.quant import kernels, packing
     from gpucourse.timing import interleaved
 
     ap = argparse.ArgumentParser()

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from gpucourse.lessons.l07_quantization import kernels, packing, quant
+from gpucourse.quant import kernels, packing, symmetric
 from gpucourse.timing import event_times
 
 
@@ -299,8 +299,8 @@ def main():
     for n, k in ((8192, 8192), (14336, 4096), (4096, 14336)):
         w = torch.randn(n, k, device="cuda").to(torch.bfloat16)
         x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
-        q8, s8 = quant.quantize(w, 8, "channel")
-        q4, s4 = quant.quantize(w, 4, "group", 128)
+        q8, s8 = symmetric.quantize(w, 8, "channel")
+        q4, s4 = symmetric.quantize(w, 4, "group", 128)
         p4 = packing.pack_int4(q4)
         w8, w4 = q8.view(torch.int32), p4.view(torch.int32)
         ref8 = (x.double() @ (q8.double() * s8.double()[:, None]).T)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Exploration behind issue #15 (lesson 07, quantization): one GPU run that checks the lesson's W8A16/W4A16 kernels
 on the GPU, tunes their block sizes over a small grid, and measures them against their peers with the best
-configs. Uses the lesson's code as it is (gpucourse/lessons/l07_quantization: kernels.py, measure.py); block
-sizes are passed per call, so nothing here is a copy of a kernel.
+configs. Uses the lesson's code as it is (gpucourse/quant/kernels.py, gpucourse/lessons/l07_quantization/measure.py);
+block sizes are passed per call, so nothing here is a copy of a kernel.
 
   python3 lab/explore_quantization.py [--skip-tune] [--grade]
 
@@ -32,7 +32,8 @@ import torch
 import triton
 
 from gpucourse.lessons.l07_quantization import bench as bench07
-from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant
+from gpucourse.lessons.l07_quantization import measure
+from gpucourse.quant import kernels, packing, symmetric
 from gpucourse.timing import bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,8 +71,8 @@ def check(rec):
     for (m, n, k) in [(1, 4099, 4096), (5, 77, 1000), (16, 1000, 384), (64, 300, 768)]:
         w = torch.randn(n, k, generator=gen).cuda()
         x = torch.randn(m, k, generator=gen).to(torch.bfloat16).cuda()
-        q8, s8 = quant.quantize(w, 8, "channel")
-        ref = kernels.reference_gemv(x, quant.dequantize(q8, s8)).float()
+        q8, s8 = symmetric.quantize(w, 8, "channel")
+        ref = kernels.reference_gemv(x, symmetric.dequantize(q8, s8)).float()
         for rows in (True, False):
             y = kernels.w8a16_gemv(x, q8, s8, rows=rows).float()
             rec.save("check", {"kernel": "int8", "m": m, "n": n, "k": k, "rows": rows,
@@ -79,10 +80,10 @@ def check(rec):
         for g in (32, 64, 128):
             if k % g:
                 continue
-            q4, s4 = quant.quantize(w, 4, "group", g)
+            q4, s4 = symmetric.quantize(w, 4, "group", g)
             p = packing.pack_int4(q4)
             assert torch.equal(packing.unpack_int4(p), q4)
-            ref4 = kernels.reference_gemv(x, quant.dequantize(q4, s4, g)).float()
+            ref4 = kernels.reference_gemv(x, symmetric.dequantize(q4, s4, g)).float()
             for rows in (True, False):
                 y = kernels.w4a16_gemv(x, p, s4, g, rows=rows).float()
                 rec.save("check", {"kernel": "int4", "group": g, "m": m, "n": n, "k": k, "rows": rows,

@@ -15,14 +15,15 @@ import torch
 import torch.nn.functional as F
 
 import explore_quant_words as e
-from gpucourse.lessons.l07_quantization import kernels, measure, packing, quant
+from gpucourse.lessons.l07_quantization import measure
+from gpucourse.quant import kernels, packing, symmetric
 
 n = k = 8192
 torch.manual_seed(0)
 w = torch.randn(n, k, device="cuda").to(torch.bfloat16)
 x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
-q8, s8 = quant.quantize(w, 8, "channel")
-q4, s4 = quant.quantize(w, 4, "group", 128)
+q8, s8 = symmetric.quantize(w, 8, "channel")
+q4, s4 = symmetric.quantize(w, 4, "group", 128)
 p4 = packing.pack_int4(q4)
 which = sys.argv[1:] or ["bf16", "i8", "i4", "words"]
 for _ in range(3):

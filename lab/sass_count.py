@@ -12,7 +12,7 @@ To see what the H100's Triton makes of it, unpack its wheel and put it first on 
 
     pip download --no-deps --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \\
         -d /tmp/w triton==3.6.0 && unzip -q /tmp/w/triton-3.6.0-*.whl -d /tmp/t36
-    PYTHONPATH=/tmp/t36 python3 lab/sass_count.py gpucourse/lessons/l07_quantization/kernels.py \\
+    PYTHONPATH=/tmp/t36 python3 lab/sass_count.py gpucourse/quant/kernels.py \\
         w4a16_rows_kernel --sig xp_ptr=*fp32 w_ptr=*i32 s_ptr=*fp32 out_ptr=*bf16 N=i32 KW=i32 stride_wn=i32 \\
         stride_sn=i32 stride_om=i32 MAGIC=i32 --const GROUP=128 BLOCK_N=4 BLOCK_W=128 --warps 1 --per 128
 

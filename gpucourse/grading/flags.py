@@ -1,7 +1,8 @@
 """The learner's source, read before it runs: which code is the learner's (:func:`learner_source`: of a workbook, the
 cells the course did not ship), the reasons for a human to look at it (:func:`static_flags`: code that reaches for
-the grader's machinery) and where it imports the course's lessons (:func:`course_code_used`). Flags are a column of
-the report, never the verdict; the course-code check is (see docs/grading.md)."""
+the grader's machinery) and where it imports the course's lessons or the kit package of their kernels,
+``gpucourse.quant`` (:func:`course_code_used`). Flags are a column of the report, never the verdict; the course-code
+check is (see docs/grading.md)."""
 from __future__ import annotations
 
 import ast
@@ -14,14 +15,18 @@ import re
 # (:func:`_lesson_names`), so no lesson is named here.
 JUDGE_HELPERS = ("syncs", "roofline", "asyncqueue")
 
+LESSONS_WHY = "imports the course's lessons (the instructor's own kernels and helpers)"
+# The kit package of lesson 07's kernels (lessons 07 and 11 share it): importing it is importing the lessons. Kept out
+# of SUSPICIOUS, whose patterns name no lesson module (its name is also one of lesson 07's modules).
+_KIT_KERNELS = re.compile(r"gpucourse\s*\.\s*quant\b|from\s+gpucourse\s+import\s+quant\b")
+
 SUSPICIOUS = [  # (regex, why a human should look)
     (r"\bgc\s*\.\s*get_objects|\bgc\s*\.\s*get_referr", "walks the garbage collector (gc.get_objects/referrers)"),
     (r"\bsys\s*\.\s*modules\b", "touches sys.modules"),
     (r"gpucourse\s*\.\s*grading|from\s+gpucourse\s+import\s+grading|gpucourse\s*\.\s*lessons\b[\w.]*\.\s*exercises|"
      r"\bexercises\s+import\b",
      "reaches into the grader or the exercise specs"),
-    (r"gpucourse\s*\.\s*lessons\b|from\s+gpucourse\s+import\s+lessons\b",
-     "imports the course's lessons (the instructor's own kernels and helpers)"),
+    (r"gpucourse\s*\.\s*lessons\b|from\s+gpucourse\s+import\s+lessons\b", LESSONS_WHY),
     (r"\bos\s*\.\s*_exit\b|\bos\s*\.\s*kill\b|\bsignal\s*\.", "exits or signals the process itself"),
     (r"\bctypes\b|\bcffi\b", "uses ctypes/cffi (raw memory access)"),
     (r"/proc/|\bos\s*\.\s*(write|fdopen|dup2?)\b|\bfdopen\b", "writes to raw file descriptors or reads /proc"),
@@ -42,8 +47,8 @@ SUSPICIOUS = [  # (regex, why a human should look)
     (r"\bsocket\b|\burllib\b|\brequests\b", "uses the network"),
 ]
 
-_FROM_LESSONS = re.compile(r"from\s+(gpucourse\s*\.\s*lessons(?:\s*\.\s*\w+)*)\s+import\s+\(?([\w\s,]+)")
-_IMPORT_LESSON_AS = re.compile(r"import\s+(gpucourse\s*\.\s*lessons(?:\s*\.\s*\w+)+)\s+as\s+(\w+)")
+_FROM_LESSONS = re.compile(r"from\s+(gpucourse\s*\.\s*(?:lessons|quant)(?:\s*\.\s*\w+)*)\s+import\s+\(?([\w\s,]+)")
+_IMPORT_LESSON_AS = re.compile(r"import\s+(gpucourse\s*\.\s*(?:lessons|quant)(?:\s*\.\s*\w+)+)\s+as\s+(\w+)")
 
 
 def _lesson_names(source: str) -> list:
@@ -75,7 +80,8 @@ def _helpers_pattern(source: str) -> str:
 def static_flags(source: str) -> list:
     """Reasons, from the source text alone, for a human to look at a submission."""
     return [f"source {why}" for pattern, why in SUSPICIOUS
-            if re.search(_helpers_pattern(source) if pattern == "{helpers}" else pattern, source)]
+            if re.search(_helpers_pattern(source) if pattern == "{helpers}" else pattern, source)
+            or (why == LESSONS_WHY and _KIT_KERNELS.search(source))]
 
 
 def read_source(path: str) -> str:
@@ -171,7 +177,7 @@ def course_code_used(source: str) -> list:
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names = [node.value] if re.fullmatch(r"gpucourse\.lessons(\.\w+)*", node.value) else []
+            names = [node.value] if re.fullmatch(r"gpucourse\.(lessons|quant)(\.\w+)*", node.value) else []
         if any(_is_course_lesson(n) for n in names):
             where = lines[node.lineno - 1].strip()[:120] if 0 < node.lineno <= len(lines) else ""
             found.append(f"line {node.lineno}: {where}")
@@ -180,6 +186,8 @@ def course_code_used(source: str) -> list:
 
 def _is_course_lesson(module: str) -> bool:
     """Whether ``module`` is (in) any of the course's lessons (``gpucourse.lessons.*``), the exercise specs excepted
-    (see :func:`course_code_used`)."""
+    (see :func:`course_code_used`), or (in) the kit package of lesson 07's kernels, ``gpucourse.quant`` (lessons 07
+    and 11 share it: the same instructor's kernels under another name). The kit's other modules (timing, checks)
+    are the learner's to use."""
     parts = module.split(".")
-    return parts[:2] == ["gpucourse", "lessons"] and "exercises" not in parts
+    return (parts[:2] == ["gpucourse", "lessons"] and "exercises" not in parts) or parts[:2] == ["gpucourse", "quant"]

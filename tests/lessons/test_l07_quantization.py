@@ -8,7 +8,8 @@ import torch
 
 import gpucourse
 from gpucourse.grading.exercise import DEFAULT_TOLERANCE
-from gpucourse.lessons.l07_quantization import bench, gemv_inputs, kernels, measure, packing, quant
+from gpucourse.lessons.l07_quantization import bench, gemv_inputs, measure, quant
+from gpucourse.quant import kernels, packing
 from gpucourse.solutions import load_solutions
 
 DEV = gpucourse.torch_device()
@@ -139,6 +140,24 @@ def test_kernels_refuse_bad_inputs_clearly():
         kernels.w4a16_gemv(x, p, torch.ones(8, 3, device=DEV), 32)
     with pytest.raises(TypeError, match="uint8"):
         kernels.w4a16_gemv(x, p.to(torch.int8), torch.ones(8, 2, device=DEV), 32)
+
+
+def test_the_lesson_names_its_notebook_and_specs_import_are_the_kit_s_objects():
+    """The kernels, packing and quantization live in the kit (gpucourse.quant, shared with lesson 11); the lesson's
+    modules of those names still give the names its notebook, its exercise specs and the known submissions import,
+    as the kit's own objects (a trap set on one is set on the other)."""
+    import gpucourse.quant
+    from gpucourse.lessons.l07_quantization import kernels as old_kernels
+    from gpucourse.lessons.l07_quantization import packing as old_packing
+
+    names = {old_kernels: (gpucourse.quant.kernels, ["gemv_bytes", "reference_gemv", "tc_available", "w4a16_gemv",
+                                                     "w4a16_path", "w8a16_gemv", "_PAIR_ASM", "_group_dot",
+                                                     "_int4_pairs", "field_to_float", "w4a16_tc_kernel"]),
+             old_packing: (gpucourse.quant.packing, ["bit_layout", "pack_int4", "unpack_int4", "unpack_int4_torch"]),
+             quant: (gpucourse.quant.symmetric, ["quantize", "dequantize", "qmax", "_scale_of"])}
+    for old, (kit, used) in names.items():
+        for name in used:
+            assert getattr(old, name) is getattr(kit, name), f"{old.__name__}.{name}"
 
 
 def test_gemv_bytes():

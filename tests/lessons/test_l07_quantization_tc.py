@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gpucourse
-from gpucourse.lessons.l07_quantization import block_sizes, kernels, packing, quant, tensorcore
+from gpucourse.quant import block_sizes, kernels, packing, symmetric, tensorcore
 
 DEV = gpucourse.torch_device()
 
@@ -15,7 +15,7 @@ DEV = gpucourse.torch_device()
 def _case(m, n, k, gs, seed=0):
     gen = torch.Generator().manual_seed(seed)
     w = torch.randn(n, k, generator=gen)
-    q, s = quant.quantize(w, 4, "group", gs)
+    q, s = symmetric.quantize(w, 4, "group", gs)
     x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     exact = x.double() @ (q.double() * s.double().repeat_interleave(gs, dim=1)).T
     return x.to(DEV), packing.pack_int4(q).to(DEV), s.to(DEV), exact
@@ -220,7 +220,7 @@ def test_tile_major_and_tiled_refuse_bad_inputs():
         kernels.w4a16_tiled(x, (p, s))
     with pytest.raises(ValueError, match="tensor-core path only"):
         kernels.w4a16_tiled(x.to(torch.float16), tiled)
-    q32, s32 = quant.quantize(torch.randn(n, k), 4, "group", 32)
+    q32, s32 = symmetric.quantize(torch.randn(n, k), 4, "group", 32)
     with pytest.raises(ValueError, match="tensor-core path only"):  # groups of 32: no tc path
         kernels.w4a16_tiled(x, kernels.tile_major(packing.pack_int4(q32).to(DEV), s32.to(DEV), 32))
     with pytest.raises(ValueError, match="BLOCK_N 64 must divide the tile-major block 32"):
@@ -251,7 +251,7 @@ def test_w8_config_name_boundaries():
 def test_w8a16_at_larger_m_matches_the_exact_product(m, n, k, name, monkeypatch):
     gen = torch.Generator().manual_seed(m)
     w = torch.randn(n, k, generator=gen)
-    q, s = quant.quantize(w, 8, "channel")
+    q, s = symmetric.quantize(w, 8, "channel")
     x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     exact = x.double() @ (q.double() * s.double()[:, None]).T
     picked = []

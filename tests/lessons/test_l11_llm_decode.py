@@ -11,11 +11,11 @@ import sys
 import pytest
 import torch
 
-from gpucourse.lessons.l11_llm_decode import bench, decode, floor, model
+from gpucourse.lessons.l11_llm_decode import analysis, bench, decode, floor, hf_peer, model
 from gpucourse.lessons.l11_llm_decode.decode_attention import decode_attention, default_split, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY_PARAMS = 90432  # by hand below
+TINY_PARAMS = 328320  # by hand below
 
 
 def _tiny(max_seq=48, seed=0):
@@ -28,12 +28,12 @@ def _tiny(max_seq=48, seed=0):
 
 def test_tiny_parameters_and_floor_against_a_hand_count():
     cfg = model.Config.tiny()
-    assert (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim) == (64, 2, 4, 2, 16)
-    embed = 256 * 64  # the tied head reads the same matrix
-    layer = 64 * 64 + 2 * (64 * 32) + 64 * 64 + 3 * 64 * 128 + 2 * 64  # wq, wk+wv (2 KV heads of 16), wo, MLP, norms
-    assert cfg.n_params == embed + 2 * layer + 64 == TINY_PARAMS
+    assert (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim) == (128, 2, 4, 2, 32)
+    embed = 256 * 128  # the tied head reads the same matrix
+    layer = 128 * 128 + 2 * (128 * 64) + 128 * 128 + 3 * 128 * 256 + 2 * 128  # wq, wk+wv (2 KV heads of 32), wo, MLP,
+    assert cfg.n_params == embed + 2 * layer + 128 == TINY_PARAMS  # norms; then the final norm
     assert cfg.weight_bytes(torch.float32) == 4 * TINY_PARAMS
-    kv = 2 * 2 * 2 * 16 * 10  # K and V, 2 layers, 2 KV heads of 16, 10 positions
+    kv = 2 * 2 * 2 * 32 * 10  # K and V, 2 layers, 2 KV heads of 32, 10 positions
     assert floor.bytes_per_token(cfg, 10, torch.float32) == 4 * (TINY_PARAMS + kv)
     assert floor.bytes_per_token(cfg, 10) == 2 * (TINY_PARAMS + kv)  # bf16 by default
     assert floor.bytes_per_token(cfg, 10, "bf16") == floor.bytes_per_token(cfg, 10, 2)
@@ -65,8 +65,8 @@ def test_weights_are_deterministic_and_scaled():
     _, w3 = _tiny(seed=1)
     assert torch.equal(w["layers"][1]["w_down"], w2["layers"][1]["w_down"])
     assert not torch.equal(w["layers"][1]["w_down"], w3["layers"][1]["w_down"])
-    assert w["embed"].std().item() == pytest.approx(model.EMBED_STD / 8, rel=0.1)  # 0.25 / sqrt(64)
-    assert w["layers"][0]["wq"].std().item() == pytest.approx(1 / 8, rel=0.1)
+    assert w["embed"].std().item() == pytest.approx(model.EMBED_STD / 128 ** 0.5, rel=0.1)  # 0.25 / sqrt(d)
+    assert w["layers"][0]["wq"].std().item() == pytest.approx(1 / 128 ** 0.5, rel=0.1)
     sd = model.hf_state_dict(w)
     assert len(sd) == 3 + 9 * cfg.n_layers and sd["lm_head.weight"] is w["embed"]
 
@@ -98,7 +98,7 @@ def test_static_cache_gives_the_growing_caches_logits_and_a_full_recomputation_a
     # The whole sequence in one pass (no cache reused) gives the last step's logits: positions and caches line up.
     full = model.forward_dynamic(w, cfg, seq, model.DynamicCache(cfg.n_layers))
     torch.testing.assert_close(full, a, rtol=1e-5, atol=1e-5)
-    assert dyn.length == 12 and dyn.k[0].shape == (1, 2, 12, 16)
+    assert dyn.length == 12 and dyn.k[0].shape == (1, 2, 12, 32)
 
 
 def test_decoder_equals_transformers_llama_on_the_same_weights():
@@ -106,7 +106,7 @@ def test_decoder_equals_transformers_llama_on_the_same_weights():
     logits (the decoder is Llama: RoPE's convention, GQA, RMSNorm, SwiGLU, the tied head)."""
     pytest.importorskip("transformers")
     cfg, w = _tiny()
-    hf = bench._hf_model(cfg, w, torch.float32, "cpu")
+    hf = hf_peer.hf_model(cfg, w, torch.float32, "cpu")
     prompt = decode.make_prompt(cfg, 9)
     with torch.inference_mode():
         theirs = hf(prompt).logits[:, -1]
@@ -129,6 +129,50 @@ def test_every_ladder_step_gives_the_eager_loops_tokens_on_cpu():
         assert decode.first_divergence(base.tokens, r.tokens) is None, r.name
     g = decode.graphs(w, cfg, prompt, 16)
     assert g.tokens is None and "skipped in CPU mode" in g.skipped and math.isnan(g.tokens_per_s)
+
+
+def test_fused_weights_give_the_same_logits_and_int4_weights_decode_as_their_own_eager_loop():
+    cfg, w = _tiny(max_seq=24)
+    prompt = decode.make_prompt(cfg, 8)
+    fw = model.fuse_weights(w)
+    assert set(fw["layers"][0]) == {"attn_norm", "wqkv", "wo", "mlp_norm", "w_gate_up", "w_down"}
+    assert fw["layers"][0]["wqkv"].shape == (128 + 2 * 64, 128) and fw["layers"][0]["w_gate_up"].shape == (512, 128)
+    assert "wq" in w["layers"][0]  # the original dict is left as it was
+    pos = torch.arange(8)
+    a = model.forward_static(w, cfg, prompt, pos, model.StaticCache.empty(cfg))
+    b = model.forward_static(fw, cfg, prompt, pos, model.StaticCache.empty(cfg))
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # int4 (tinygemm's CPU twin: the lesson kernel's interpreter run is covered by tests/test_quant_kit.py)
+    bw = bench._cast(fw, torch.bfloat16)
+    qw = model.quantize_weights(bw, backend="tinygemm")
+    assert model.weight_bytes_read(qw) < model.weight_bytes_read(bw) / 3
+    logits = model.forward_static(qw, cfg, prompt, pos, model.StaticCache.empty(cfg, dtype=torch.bfloat16))
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
+    ref = decode.eager_dynamic(qw, cfg, prompt, 8, margins=True)
+    assert ref.margins.shape == (1, 8) and (ref.margins >= 0).all()
+    run = decode.eager_static(qw, cfg, prompt, 8)
+    assert decode.near_tie(ref, run.tokens)["within"]
+    # the int4 model is another model: its tokens are not the bf16 one's, and it is judged against its own loop
+    assert bench._agreement({"tokens": ref.tokens.tolist(), "margins": ref.margins.tolist()}, run.tokens.tolist(),
+                            torch.bfloat16)["near_tie"]
+
+
+def test_near_tie_judges_a_divergence_by_the_reference_margin():
+    ref = decode.Run("ref", torch.tensor([[1, 2, 3, 4]]), 1.0, 3, margins=torch.tensor([[2.0, 0.01, 0.5, 0.02]]))
+    assert decode.near_tie(ref, torch.tensor([[1, 2, 3, 4]])) == {"equal": True, "first_divergence": None,
+                                                                 "margin": None, "within": True}
+    tie = decode.near_tie(ref, torch.tensor([[1, 9, 9, 9]]))
+    assert (tie["equal"], tie["first_divergence"], tie["within"]) == (False, 1, True)
+    assert tie["margin"] == pytest.approx(0.01)
+    assert not decode.near_tie(ref, torch.tensor([[1, 2, 7, 4]]))["within"]  # margin 0.5: a real difference
+    assert not decode.near_tie(ref, torch.tensor([[1, 9, 9, 9]]), tolerance=0.0)["within"]
+    j = bench._agreement({"tokens": [[1, 2, 3, 4]], "margins": [[2.0, 0.01, 0.5, 0.02]]}, [[1, 2, 3, 5]],
+                         torch.bfloat16)
+    assert j == {"tokens_equal_eager": False, "first_divergence": 3, "margin_at_divergence": pytest.approx(0.02),
+                 "near_tie": True}
+    # float32 runs must agree exactly
+    assert not bench._agreement({"tokens": [[1, 2, 3, 4]], "margins": [[2.0, 0.01, 0.5, 0.02]]}, [[1, 2, 3, 5]],
+                                torch.float32)["near_tie"]
 
 
 def test_first_divergence_and_length_checks():
@@ -289,7 +333,12 @@ def test_recorded_figures_the_lesson_prints():
     doc = recorded.load()
     assert recorded.best_ladder(doc)["step"] == "compiled"
     speed = recorded.speed(doc)
-    assert set(speed) == {*recorded.LADDER_STEPS, *recorded.PEER_STEPS}
+    assert set(speed) == {*recorded.LADDER_STEPS, *recorded.INT4_STEPS, *recorded.PEER_STEPS}
+    assert [r["step"] for r in doc["int4"]] == list(recorded.INT4_STEPS)
+    assert {r["backend"] for r in doc["int4"]} == {"lesson", "tinygemm"}
+    assert all(r["weight_bytes"] < doc["floor"]["bytes_per_token"] / 3 for r in doc["int4"])
+    assert all(r["near_tie"] for r in doc["ladder"])  # every GPU step agrees with eager up to a near-tie
+    assert doc["profile"]["after"]["gpu_events"] < doc["profile"]["before"]["gpu_events"]
     r = recorded.split_kv_ratios(doc)
     assert set(r) == {"512", "8192"} and all(name.startswith("SDPA") for name in r["8192"])
     best = doc["decode_attention"]["8192"]["best_sdpa"]
@@ -301,40 +350,40 @@ def test_recorded_figures_the_lesson_prints():
 
 
 def test_targets_are_met_or_missed_and_unknown_figures_refused():
-    t = bench.targets(fraction_of_floor=0.484, over_hf_default=11.3, over_hf_static=None)
+    t = analysis.targets(fraction_of_floor=0.484, over_hf_default=11.3, over_hf_static=None)
     assert [(x["goal"], x["met"]) for x in t] == [(0.70, False), (10.0, True)]
-    t = bench.targets(split_kv_over_best_sdpa=1.5)
+    t = analysis.targets(split_kv_over_best_sdpa=1.5)
     assert len(t) == 1 and t[0]["met"] and t[0]["op"] == ">="
     with pytest.raises(KeyError, match="unknown figures"):
-        bench.targets(fraction=0.5)
+        analysis.targets(fraction=0.5)
 
 
 def test_kernel_categories_and_the_breakdown_per_token():
-    assert bench.kernel_category("nvjet_sm90_tst_128x8_64x5_1x1_h_bz_coopA_TNT") == "matmul (GEMV)"
-    assert bench.kernel_category("triton_tem_fused_mm_3") == "matmul (GEMV)"
-    assert bench.kernel_category("triton_red_fused_argmax_7") == "argmax (the next token)"
-    assert bench.kernel_category("cudnn_generated_fort_native_sdpa_sm90") == "attention"
-    assert bench.kernel_category("split_kv_kernel") == "attention"
-    assert bench.kernel_category("triton_poi_fused_add_mul_rsqrt_2").startswith("other fused")
-    assert bench.kernel_category("Memcpy DtoD (Device -> Device)") == "copies and fills"
-    assert bench.kernel_category("some_unknown_kernel") == "other"
-    b = bench.breakdown([("nvjet_a", 10.0), ("nvjet_head", 90.0), ("triton_poi_fused_add_0", 2.0),
+    assert analysis.kernel_category("nvjet_sm90_tst_128x8_64x5_1x1_h_bz_coopA_TNT") == "matmul (GEMV)"
+    assert analysis.kernel_category("triton_tem_fused_mm_3") == "matmul (GEMV)"
+    assert analysis.kernel_category("triton_red_fused_argmax_7") == "argmax (the next token)"
+    assert analysis.kernel_category("cudnn_generated_fort_native_sdpa_sm90") == "attention"
+    assert analysis.kernel_category("split_kv_kernel") == "attention"
+    assert analysis.kernel_category("triton_poi_fused_add_mul_rsqrt_2").startswith("other fused")
+    assert analysis.kernel_category("Memcpy DtoD (Device -> Device)") == "copies and fills"
+    assert analysis.kernel_category("some_unknown_kernel") == "other"
+    b = analysis.breakdown([("nvjet_a", 10.0), ("nvjet_head", 90.0), ("triton_poi_fused_add_0", 2.0),
                          ("nvjet_a", 10.0), ("nvjet_head", 90.0), ("triton_poi_fused_add_0", 2.0)], tokens=2)
     assert b["kernels_per_token"] == 3 and b["gpu_us_per_token"] == pytest.approx(102.0)
     assert list(b["categories"]) == ["matmul (GEMV)", "other fused kernels (norms, RoPE, SiLU, adds)"]
     assert b["categories"]["matmul (GEMV)"] == {"kernels": 2, "us": 100.0}
     assert b["head"] == {"name": "nvjet_head", "us": 90.0}
-    assert bench.breakdown([], 1)["head"] is None
+    assert analysis.breakdown([], 1)["head"] is None
 
 
 def test_ops_per_token_counts_one_eager_step():
     cfg, w = _tiny(max_seq=16)
-    ops = bench.ops_per_token(w, cfg, decode.make_prompt(cfg, 4))
+    ops = analysis.ops_per_token(w, cfg, decode.make_prompt(cfg, 4))
     assert ops["linear"] == 7 * cfg.n_layers + 1  # q, k, v, o, gate, up, down per layer, then the head
     assert ops["scaled_dot_product_attention"] == cfg.n_layers and ops["argmax"] == 1
     assert "to" not in ops and "view" not in ops  # float32 to float32 and views run no kernel
-    bf16 = bench.ops_per_token(model.make_weights(cfg, dtype=torch.bfloat16), cfg, decode.make_prompt(cfg, 4))
+    bf16 = analysis.ops_per_token(model.make_weights(cfg, dtype=torch.bfloat16), cfg, decode.make_prompt(cfg, 4))
     assert bf16["to"] > 0 and sum(bf16.values()) > sum(ops.values())
-    assert bench.token_profile(w, cfg, decode.make_prompt(cfg, 4)) is None  # GPU only
+    assert analysis.token_profile(w, cfg, decode.make_prompt(cfg, 4)) is None  # GPU only
     a = bench.settings(["--prompt", "16", "--new-tokens", "4"])
     assert (a.prompt, a.new_tokens, a.contexts) == (16, 4, [512, 8192])

@@ -2,18 +2,19 @@
 int8 one-liner, PyTorch's int4 kernel (tinygemm), torchao; the batch sweep and an MLP block's decode step.
 
 The workbook's solutions (``solutions/07_quantization.ipynb``, the one place they live) and the lesson's kernels
-(:mod:`.kernels`, which add tensor-core paths: for larger batches, and on a Hopper GPU for M = 1 as well) are timed
-side by side. Every ratio is measured within one interleaved run (see :mod:`.measure`), and every target compares a
-kernel with a peer timed in that run, not with a bound no kernel reaches.
+(:mod:`gpucourse.quant.kernels`, which add tensor-core paths: for larger batches, and on a Hopper GPU for M = 1 as
+well) are timed side by side. Every ratio is measured within one interleaved run (see :mod:`.measure`), and every
+target compares a kernel with a peer timed in that run, not with a bound no kernel reaches.
 The lesson's notebook measures these in its own cells and hands the results to ``gpucourse.benchmarks.record``.
 """
 from __future__ import annotations
 
 from gpucourse import dtypes
 from gpucourse.benchmarks import register, target
+from gpucourse.quant import kernels
 from gpucourse.solutions import for_lesson
 
-from . import LESSON, kernels, measure
+from . import LESSON, measure
 
 # The targets (each a ratio of speeds, peer µs / ours, in one run):
 # * int8 against the compiled one-liner (F.linear(x, q.to(bf16)) * scale, coordinate descent tuning): the one line

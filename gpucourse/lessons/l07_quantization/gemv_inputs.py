@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from . import packing
+from gpucourse.quant import packing
 
 
 def activations(m: int, k: int, gen, kind: str = "random") -> torch.Tensor:

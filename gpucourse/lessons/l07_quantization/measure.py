@@ -1,9 +1,9 @@
 """Lesson 07's measurements: the GEMV against its peers, the batch sweep, and an MLP block's decode step.
 
 Each function takes the quantized GEMVs it times as arguments (``int8_fn(x, q, scale)``,
-``int4_fn(x, packed, scales, group_size)``), so the lesson's kernels (:mod:`.kernels`) and the workbook's solutions
-are timed the same way. Ratios are measured within one call: every contender of a shape is timed in turns
-(:func:`gpucourse.timing.interleaved`), each repeat reading its weights from device memory (L2 flushed).
+``int4_fn(x, packed, scales, group_size)``), so the lesson's kernels (:mod:`gpucourse.quant.kernels`) and the
+workbook's solutions are timed the same way. Ratios are measured within one call: every contender of a shape is timed
+in turns (:func:`gpucourse.timing.interleaved`), each repeat reading its weights from device memory (L2 flushed).
 
 The peers a practitioner could use instead of a kernel of their own (the row names of :func:`peers`):
 
@@ -39,11 +39,10 @@ import torch.nn.functional as F
 
 from gpucourse import device, dtypes
 from gpucourse.progress import progress
+from gpucourse.quant import kernels, packing, symmetric
+from gpucourse.quant.tinygemm import (TINYGEMM_INNER_K_TILES, tinygemm_bytes, tinygemm_mm,  # noqa: F401 (re-exported)
+                                      tinygemm_scales_and_zeros, tinygemm_unavailable, tinygemm_weights)
 from gpucourse.timing import copy_gbps, interleaved
-
-from . import kernels, packing, quant
-from .tinygemm import (TINYGEMM_INNER_K_TILES, tinygemm_bytes, tinygemm_mm,  # noqa: F401 (the lesson's names)
-                       tinygemm_scales_and_zeros, tinygemm_unavailable, tinygemm_weights)
 
 SHAPES = ((8192, 8192), (14336, 4096), (4096, 14336))  # (N, K): square, an MLP's up projection, its down projection
 GROUP = 128
@@ -77,8 +76,8 @@ def quantized_weights(n: int, k: int, group_size: int = GROUP, gen=None, dtype=N
     dev = device.torch_device()
     dtype = dtype or low_dtype(say=False).torch
     w = torch.randn(n, k, generator=gen).to(dtype).to(dev)
-    q8, s8 = quant.quantize(w, 8, "channel")
-    q4, s4 = quant.quantize(w, 4, "group", group_size)
+    q8, s8 = symmetric.quantize(w, 8, "channel")
+    q4, s4 = symmetric.quantize(w, 4, "group", group_size)
     return {"w": w, "q8": q8, "s8": s8, "packed": packing.pack_int4(q4), "s4": s4, "group_size": group_size}
 
 
@@ -242,8 +241,8 @@ def peers(shapes=SHAPES, int8_fn=None, int4_fn=None, m: int = 1, group_size: int
             else:
                 fns[name] = lambda ao=obj: ao(x)
         # Correctness first (each against the exact product of the quantized weights), then time.
-        exact8 = kernels.reference_gemv(x, quant.dequantize(q8, s8)).float()
-        exact4 = kernels.reference_gemv(x, quant.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
+        exact8 = kernels.reference_gemv(x, symmetric.dequantize(q8, s8)).float()
+        exact4 = kernels.reference_gemv(x, symmetric.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
         err = {}
         for name, fn in progress(list(fns.items()), f"{n} x {k}: first calls (compiling)", label=lambda i: i[0]):
             if name == BF16:
@@ -345,11 +344,11 @@ class MLPBlock:
         self.int8_fn = int8_fn or kernels.w8a16_gemv
         self.int4_fn = int4_fn or lesson_int4
         if fmt == "int8":
-            self.layers = [quant.quantize(w, 8, "channel") for w in weights]
+            self.layers = [symmetric.quantize(w, 8, "channel") for w in weights]
         elif fmt == "int4":
             self.layers = []
             for w in weights:
-                q, s = quant.quantize(w, 4, "group", group_size)
+                q, s = symmetric.quantize(w, 4, "group", group_size)
                 self.layers.append((packing.pack_int4(q), s))
         elif fmt != "bf16":
             raise ValueError(f"fmt must be 'bf16', 'int8' or 'int4', not {fmt!r}")
@@ -433,7 +432,7 @@ def int4_paths(shapes=SHAPES, group_size: int = GROUP, rounds: int = 3, bench_kw
             fns[TINYGEMM] = lambda: tinygemm_mm(x, tg)
         else:
             notes[TINYGEMM] = why
-        exact = kernels.reference_gemv(x, quant.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
+        exact = kernels.reference_gemv(x, symmetric.dequantize(packing.unpack_int4_torch(p4), s4, group_size)).float()
         err = {name: float((fn().float() - exact).abs().max() / exact.abs().max())
                for name, fn in fns.items() if name != BF16}
         timed = interleaved(fns, rounds=rounds, **bench_kw)

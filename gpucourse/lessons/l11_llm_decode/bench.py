@@ -42,20 +42,23 @@ import torch
 import gpucourse
 from gpucourse import device, dtypes, timing
 
-from . import decode, floor, model
+from . import analysis, decode, floor, hf_peer, model
 from .decode_attention import decode_attention, default_split
 
 MODULE = "gpucourse.lessons.l11_llm_decode.bench"
-LADDER = ("eager_dynamic", "eager_static", "graphs", "graphs_split_kv", "compiled", "compiled_reduce_overhead")
-# In order of cost: torch.compile's steps last (max-autotune searches GEMM configs), so a run short of time loses
-# them before it loses the peer.
-STEPS = ("bandwidth", "eager_dynamic", "eager_static", "graphs", "graphs_split_kv", "kernel", "hf_dynamic",
-         "hf_static", "compiled", "compiled_reduce_overhead")
-GPU_ONLY = ("graphs", "graphs_split_kv", "compiled_reduce_overhead")
+LADDER = ("eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "compiled",
+          "compiled_reduce_overhead")
+INT4_STEPS = ("int4_graphs", "int4_compiled")  # int4 weights: lesson 07's GEMV in a CUDA graph; tinygemm compiled
+# In order of cost: torch.compile's steps last, so a run short of time loses them before it loses the peer.
+STEPS = ("bandwidth", "eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "kernel",
+         "hf_dynamic", "hf_static", "compiled", "profile", "int4_graphs", "int4_compiled", "compiled_reduce_overhead")
+GPU_ONLY = ("graphs", "graphs_fused", "graphs_split_kv", "compiled_reduce_overhead", "int4_graphs", "profile")
 HF_STEPS = ("hf_dynamic", "hf_static")
-# Seconds each step may take, process start included (a fresh process imports torch, makes 2.5 GB of weights).
-LIMITS = {"bandwidth": 60, "eager_dynamic": 90, "eager_static": 90, "graphs": 90, "graphs_split_kv": 120,
-          "kernel": 120, "hf_dynamic": 120, "compiled": 200, "hf_static": 180, "compiled_reduce_overhead": 200}
+# Seconds each step may take, process start included (a fresh process imports torch, makes 2.5 GB of weights; the
+# int4 steps also decode once eagerly with the int4 weights: the reference their tokens are compared with).
+LIMITS = {"bandwidth": 60, "eager_dynamic": 90, "eager_static": 90, "graphs": 90, "graphs_fused": 90,
+          "graphs_split_kv": 120, "kernel": 120, "hf_dynamic": 120, "compiled": 150, "hf_static": 180, "profile": 120,
+          "int4_graphs": 150, "int4_compiled": 200, "compiled_reduce_overhead": 150}
 KERNEL_SHAPE = dict(b=1, hq=32, hkv=8, d=64)
 SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
 
@@ -66,14 +69,17 @@ def _args(argv=None):
                                             "against SDPA, and transformers' generate(), measured in one run.")
     p.add_argument("--out", help="write the results as JSON here")
     p.add_argument("--tiny", action="store_true", help="Config.tiny and small sizes (a CPU run of every step)")
+    p.add_argument("--large", action="store_true", help="Config.large (Llama 3 8B's shape, 15 GB in bf16) instead of "
+                   "Config.small: how the share of the floor grows with the model")
     p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
     p.add_argument("--prompt", type=int, help="prompt length (default 384; --tiny 8)")
     p.add_argument("--new-tokens", type=int, help="tokens to generate (default 128; --tiny 8)")
     p.add_argument("--runs", type=int, help="timed runs per ladder step, median kept (default 3; --tiny 1)")
     p.add_argument("--contexts", help="kernel comparison contexts (default 512,8192; --tiny 64,200)")
-    p.add_argument("--compile-mode", default="max-autotune-no-cudagraphs",
-                   help="torch.compile mode of the 'compiled' step (default max-autotune-no-cudagraphs, captured in a "
-                        "CUDA graph by hand; 'default' compiles faster)")
+    p.add_argument("--compile-mode", default="default",
+                   help="torch.compile mode of the 'compiled' and 'int4_compiled' steps (default 'default', captured "
+                        "in a CUDA graph by hand; on an H100 it decoded faster than 'max-autotune-no-cudagraphs', "
+                        "whose GEMM choices are for larger M)")
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (default inductor)")
     p.add_argument("--budget", type=float, default=330.0, help="seconds for the whole run (default 330)")
     p.add_argument("--in-process", action="store_true", help="run every step in this process (no time limits)")
@@ -93,7 +99,9 @@ def _args(argv=None):
 
 def _config(a) -> model.Config:
     ctx = a.prompt + a.new_tokens
-    return model.Config.tiny(max_seq=ctx) if a.tiny else model.Config.small(max_seq=ctx)
+    if a.tiny:
+        return model.Config.tiny(max_seq=ctx)
+    return model.Config.large(max_seq=ctx) if a.large else model.Config.small(max_seq=ctx)
 
 
 def _dtype(a):
@@ -122,24 +130,52 @@ def step_bandwidth(a) -> dict:
     return {"copy_gbps": gbs, "buffer_bytes": nbytes, "datasheet_gbps": spec.bandwidth_gbs if spec else None}
 
 
+def _int4_step(a, name: str, cfg, w, prompt) -> dict:
+    """An int4 step: the fused weights quantized (``model.quantize_weights``; in CPU mode the tiny model in bf16 first,
+    as the kernels take 16-bit activations), an untimed eager run of them with margins (the reference), and the timed
+    step: lesson 07's GEMV in a CUDA graph (``int4_graphs``) or tinygemm compiled (``int4_compiled``)."""
+    n, runs = a.new_tokens, a.runs
+    if w["embed"].dtype == torch.float32:
+        w = _cast(w, torch.bfloat16)
+    backend = "lesson" if name == "int4_graphs" else "tinygemm"
+    qw = model.quantize_weights(model.fuse_weights(w), backend=backend)
+    ref = decode.eager_dynamic(qw, cfg, prompt, n, runs=1, warmup=0, margins=True)
+    t0 = time.perf_counter()
+    if name == "int4_graphs":
+        r = decode.graphs(qw, cfg, prompt, n, runs=runs, warmup=1)
+    else:
+        r = decode.compiled(qw, cfg, prompt, n, runs=runs, warmup=1, mode=a.compile_mode, backend=a.compile_backend)
+    out = dict(r.to_dict(), weight_bytes=model.weight_bytes_read(qw), backend=backend,
+               reference={"tokens": ref.tokens.tolist(), "margins": ref.margins.tolist()})
+    if name == "int4_compiled":
+        out["setup_and_compile_s"] = time.perf_counter() - t0 - sum(r.all_seconds)
+    return out
+
+
+def _cast(w: dict, dtype) -> dict:
+    return dict(w, **{k: v.to(dtype) for k, v in w.items() if isinstance(v, torch.Tensor)},
+                layers=[{k: v.to(dtype) for k, v in lw.items()} for lw in w["layers"]])
+
+
 def _ladder_step(a, name: str) -> dict:
     cfg, w, prompt = _setup(a)
     n, runs = a.new_tokens, a.runs
+    if name in INT4_STEPS:
+        return _int4_step(a, name, cfg, w, prompt)
     if name == "eager_dynamic":
-        r = decode.eager_dynamic(w, cfg, prompt, n, runs=runs, warmup=1)
+        r = decode.eager_dynamic(w, cfg, prompt, n, runs=runs, warmup=1, margins=True)
     elif name == "eager_static":
         r = decode.eager_static(w, cfg, prompt, n, runs=runs, warmup=1)
     elif name == "graphs":
         r = decode.graphs(w, cfg, prompt, n, runs=runs, warmup=1)
+    elif name == "graphs_fused":
+        r = decode.graphs(model.fuse_weights(w), cfg, prompt, n, runs=runs, warmup=1)
     elif name == "graphs_split_kv":
-        r = decode.graphs(w, cfg, prompt, n, runs=runs, warmup=1, attention="split_kv")
-    elif name == "compiled":
+        r = decode.graphs(model.fuse_weights(w), cfg, prompt, n, runs=runs, warmup=1, attention="split_kv")
+    elif name in ("compiled", "compiled_reduce_overhead"):
+        mode = a.compile_mode if name == "compiled" else "reduce-overhead"
         t0 = time.perf_counter()
-        r = decode.compiled(w, cfg, prompt, n, runs=runs, warmup=1, mode=a.compile_mode, backend=a.compile_backend)
-        return dict(r.to_dict(), setup_and_compile_s=time.perf_counter() - t0 - sum(r.all_seconds))
-    elif name == "compiled_reduce_overhead":
-        t0 = time.perf_counter()
-        r = decode.compiled(w, cfg, prompt, n, runs=runs, warmup=1, mode="reduce-overhead",
+        r = decode.compiled(model.fuse_weights(w), cfg, prompt, n, runs=runs, warmup=1, mode=mode,
                             backend=a.compile_backend)
         return dict(r.to_dict(), setup_and_compile_s=time.perf_counter() - t0 - sum(r.all_seconds))
     else:
@@ -213,70 +249,6 @@ def step_kernel(a) -> dict:
     return out
 
 
-def _hf_model(cfg: model.Config, weights: dict, dt, dev):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    hc = LlamaConfig(vocab_size=cfg.vocab, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
-                     num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
-                     num_key_value_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, max_position_embeddings=cfg.max_seq,
-                     rms_norm_eps=cfg.norm_eps, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-                     mlp_bias=False, rope_theta=cfg.rope_theta)
-    if hasattr(hc, "rope_parameters"):  # transformers 5 reads RoPE's base from here
-        hc.rope_parameters = {"rope_type": "default", "rope_theta": cfg.rope_theta}
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dt)
-    try:
-        with torch.device(dev):
-            hf = LlamaForCausalLM(hc)
-    finally:
-        torch.set_default_dtype(before)
-    for prm in hf.parameters():  # where construction ignored the default dtype: parameters only (hf.to(dt) would
-        prm.data = prm.data.to(dt)  # also round RoPE's float32 inv_freq buffer)
-    res = hf.load_state_dict(model.hf_state_dict(weights), strict=False)
-    if res.unexpected_keys or set(res.missing_keys) - {"lm_head.weight"}:
-        raise RuntimeError(f"weights did not map onto LlamaForCausalLM: missing {res.missing_keys}, unexpected "
-                           f"{res.unexpected_keys}")
-    hf.eval()
-    hf.generation_config.eos_token_id = None  # a fixed number of tokens: no stop token
-    hf.generation_config.pad_token_id = 0
-    return hf
-
-
-def _step_hf(a, static: bool) -> dict:
-    import transformers
-
-    cfg, w, prompt = _setup(a)
-    dev = prompt.device
-    hf = _hf_model(cfg, w, _dtype(a), dev)
-    del w  # generate() reads its own copy
-    mask = torch.ones_like(prompt)  # explicit: token 0 (the pad id) may occur in a random prompt
-    extra = {"cache_implementation": "static"} if static else {}
-
-    def gen(n):
-        torch.cuda.synchronize() if dev.type == "cuda" else None
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = hf.generate(prompt, attention_mask=mask, max_new_tokens=n, do_sample=False, **extra)
-        torch.cuda.synchronize() if dev.type == "cuda" else None
-        return out[:, prompt.shape[1]:], time.perf_counter() - t0
-
-    n = a.new_tokens
-    t0 = time.perf_counter()
-    gen(n), gen(1)  # warm-up: allocations, and the compilation a static cache may trigger
-    warm_s = time.perf_counter() - t0
-    full, one = [], []
-    for _ in range(a.runs):
-        tokens, s = gen(n)
-        full.append(s)
-        one.append(gen(1)[1])
-    t_n, t_1 = sorted(full)[len(full) // 2], sorted(one)[len(one) // 2]
-    return {"name": "hf_static" if static else "hf_dynamic", "transformers": transformers.__version__,
-            "tokens": tokens.cpu().tolist(), "seconds": t_n - t_1, "steps": n - 1, "batch": 1,
-            "tokens_per_s": (n - 1) / (t_n - t_1) if t_n > t_1 else float("nan"),
-            "generate_s": t_n, "generate_1_token_s": t_1, "warmup_s": warm_s, "all_seconds": full,
-            "cache_implementation": "static" if static else "default"}
-
-
 def run_step(name: str, a) -> dict:
     """One step in this process; an exception becomes ``{"error": message, "traceback": ...}``."""
     t0 = time.perf_counter()
@@ -285,8 +257,12 @@ def run_step(name: str, a) -> dict:
             res = step_bandwidth(a)
         elif name == "kernel":
             res = step_kernel(a)
+        elif name == "profile":
+            cfg, w, prompt = _setup(a)
+            res = analysis.before_after(model.fuse_weights(w), cfg, prompt, mode=a.compile_mode)
+            res.pop("timelines")
         elif name in HF_STEPS:
-            res = _step_hf(a, static=name == "hf_static")
+            res = hf_peer.step(a, _setup(a), static=name == "hf_static")
         else:
             res = _ladder_step(a, name)
     except Exception as exc:
@@ -345,6 +321,18 @@ def _forwarded_argv(argv: list) -> list:
     return out
 
 
+def _agreement(ref: dict, tokens, dtype) -> dict:
+    """A step's tokens against its reference's (a JSON eager run with margins): equal, or the first step where they
+    differ and whether the reference's top two logits were within ``decode.LOGIT_TOLERANCE`` there (float32 steps
+    must be equal: tolerance 0)."""
+    run = decode.Run("reference", torch.tensor(ref["tokens"]), 0.0, 0,
+                     margins=None if ref.get("margins") is None else torch.tensor(ref["margins"]))
+    tol = 0.0 if dtype == torch.float32 else decode.LOGIT_TOLERANCE
+    tie = decode.near_tie(run, torch.tensor(tokens), tol)
+    return {"tokens_equal_eager": tie["equal"], "first_divergence": tie["first_divergence"],
+            "margin_at_divergence": tie["margin"], "near_tie": tie["within"]}
+
+
 def summarize(a, results: dict) -> dict:
     """The ladder table: each step's tokens/s, its fraction of the floor, and its tokens against eager_dynamic's."""
     cfg = _config(a)
@@ -357,9 +345,9 @@ def summarize(a, results: dict) -> dict:
     if gbs:
         doc["floor"] = {"bytes_per_token": floor.bytes_per_token(cfg, context, dt), "bandwidth_gbps": gbs,
                         "tokens_per_s": floor.tokens_per_second_floor(cfg, gbs * 1e9, context, dt)}
-    base = results.get("eager_dynamic", {}).get("tokens")
+    eager = results.get("eager_dynamic", {})
     rows = []
-    for name in (*LADDER, *HF_STEPS):
+    for name in (*LADDER, *INT4_STEPS, *HF_STEPS):
         if name not in results:
             continue
         r = results[name]
@@ -371,16 +359,17 @@ def summarize(a, results: dict) -> dict:
             row["tokens_per_s"] = tps
             if "floor" in doc and tps:
                 row["fraction_of_floor"] = tps / doc["floor"]["tokens_per_s"]
-            if base is not None and r.get("tokens") is not None:
-                div = decode.first_divergence(torch.tensor(base), torch.tensor(r["tokens"]))
-                row["tokens_equal_eager"] = div is None
-                row["first_divergence"] = None if div is None else div[1]
+            ref = r.get("reference") or eager  # an int4 step's own eager run, else the bf16 eager loop
+            if ref.get("tokens") is not None and r.get("tokens") is not None:
+                row.update(_agreement(ref, r["tokens"], dt))
         rows.append(row)
     doc["ladder"] = rows
     speed = {r["step"]: r["tokens_per_s"] for r in rows if r.get("tokens_per_s")}
     best = max((v for k, v in speed.items() if k in LADDER), default=None)
     if best:
         doc["ratios"] = {f"best ladder / {k}": best / v for k, v in speed.items() if k in HF_STEPS}
+        if "int4_compiled" in speed and "compiled" in speed:
+            doc["ratios"]["int4_compiled / compiled"] = speed["int4_compiled"] / speed["compiled"]
     return doc
 
 
@@ -393,17 +382,30 @@ def _table(doc: dict, results: dict) -> str:
                      f"rate = {f['tokens_per_s']:,.0f} tokens/s")
     else:
         lines.append(f"floor: not computed ({results.get('bandwidth', {}).get('error', 'no bandwidth step')})")
-    lines.append(f"{'step':<26}{'tokens/s':>10}{'of floor':>10}  tokens vs eager_dynamic")
+    lines.append(f"{'step':<26}{'tokens/s':>10}{'of floor':>10}  tokens vs the eager loop (int4: its own)")
     for r in doc["ladder"]:
         if "note" in r:
             lines.append(f"{r['step']:<26}{'-':>10}{'-':>10}  {r['note'].splitlines()[0][:70]}")
             continue
         frac = f"{100 * r['fraction_of_floor']:.1f}%" if "fraction_of_floor" in r else "-"
-        eq = ("equal" if r.get("tokens_equal_eager") else f"differ from position {r.get('first_divergence')}") \
-            if "tokens_equal_eager" in r else "-"
+        eq = "-"
+        if r.get("tokens_equal_eager"):
+            eq = "equal"
+        elif "tokens_equal_eager" in r:
+            eq = (f"differ from step {r['first_divergence']} (reference margin {r['margin_at_divergence']:.4f}: "
+                  f"{'a near-tie' if r['near_tie'] else 'NOT a near-tie'})")
         lines.append(f"{r['step']:<26}{r['tokens_per_s']:>10,.1f}{frac:>10}  {eq}")
     for k, v in doc.get("ratios", {}).items():
         lines.append(f"{k}: {v:.2f}x")
+    prof = results.get("profile") or {}
+    for when in ("before", "after"):
+        if when in prof:
+            p = prof[when]
+            lines.append(f"one token {when} ({'eager' if when == 'before' else 'compiled, in a CUDA graph'}): "
+                         f"{p['window_us']:,.0f} us, GPU busy {p['gpu_busy_us']:,.0f} us "
+                         f"({100 * (1 - p['gpu_idle_fraction']):.0f}%), {p['gpu_events']:.0f} kernels")
+    for cat, c in ((prof.get("kernels_after") or {}).get("categories") or {}).items():
+        lines.append(f"  {cat}: {c['kernels']:.0f} kernels, {c['us']:,.1f} us")
     kern = results.get("kernel", {})
     if "contexts" in kern:
         for ctx, row in kern["contexts"].items():
@@ -480,117 +482,6 @@ def settings(argv=None) -> argparse.Namespace:
     """The settings a step reads (:func:`run_step`), from a command line as this script takes it (``None``: the
     defaults), so a notebook can run one step in its own process: ``run_step("hf_static", settings([...]))``."""
     return _args(list(argv or []))
-
-
-TARGETS = (("fraction_of_floor", "bf16 decode at context 512: share of the bandwidth floor", 0.70),
-           ("over_hf_static", "best ladder step / generate() with a static cache", 2.5),
-           ("over_hf_default", "best ladder step / generate() with its default cache", 10.0),
-           ("split_kv_over_best_sdpa", "split-KV kernel / the fastest SDPA backend at context 8192", 1.5))
-
-
-def targets(**figures) -> list:
-    """The issue's targets, evaluated (``benchmarks.target``) for the ``figures`` given by name (the first item of
-    each :data:`TARGETS` row; a figure left out or None is not evaluated)."""
-    from gpucourse import benchmarks
-
-    unknown = set(figures) - {key for key, _, _ in TARGETS}
-    if unknown:
-        raise KeyError(f"unknown figures {sorted(unknown)}; known: {[key for key, _, _ in TARGETS]}")
-    return [benchmarks.target(name, figures[key], goal) for key, name, goal in TARGETS
-            if figures.get(key) is not None]
-
-
-CATEGORIES = (("argmax (the next token)", ("argmax", "arg_max")),
-              ("attention", ("attention", "attn", "flash", "fmha", "cudnn", "sdpa", "split_kv", "reduce_kernel")),
-              ("matmul (GEMV)", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "_mm_", "mm_kernel", "triton_tem",
-                                 "splitk", "sm90_", "sm80_")),
-              ("copies and fills", ("memcpy", "memset", "copy", "fill", "index_put", "index_copy")),
-              ("other fused kernels (norms, RoPE, SiLU, adds)", ("triton_",)))
-
-
-def kernel_category(name: str) -> str:
-    """The category of a GPU kernel, by its name (the first of :data:`CATEGORIES` whose fragments it contains)."""
-    low = name.lower()
-    for category, fragments in CATEGORIES:
-        if any(f in low for f in fragments):
-            return category
-    return "other"
-
-
-def breakdown(kernels: list, tokens: int = 1) -> dict:
-    """Per category, kernels and GPU microseconds per token, from ``kernels`` = [(name, microseconds)] recorded
-    over ``tokens`` decode steps; also the longest matmul kernel as ``head`` (for Config.small the output head: it
-    reads vocab x d, about 16 times the largest layer matrix)."""
-    out = {}
-    for name, us in kernels:
-        c = out.setdefault(kernel_category(name), {"kernels": 0, "us": 0.0})
-        c["kernels"] += 1
-        c["us"] += us
-    for c in out.values():
-        c["kernels"] /= tokens
-        c["us"] /= tokens
-    mms = [(us, name) for name, us in kernels if kernel_category(name) == "matmul (GEMV)"]
-    return {"categories": dict(sorted(out.items(), key=lambda kv: -kv[1]["us"])),
-            "kernels_per_token": len(kernels) / tokens, "gpu_us_per_token": sum(us for _, us in kernels) / tokens,
-            "head": None if not mms else {"name": max(mms)[1], "us": max(mms)[0]}}
-
-
-def token_profile(weights: dict, config: model.Config, prompt, mode: str = "max-autotune-no-cudagraphs",
-                  backend: str = "inductor", tokens: int = 4) -> dict:
-    """The kernels of ``tokens`` decode steps of the compiled static-cache step (:func:`decode.compiled`'s step,
-    compiled again here: torch.compile's caches make that quick after the ladder compiled it) under
-    torch.profiler, called directly rather than replayed from a CUDA graph so that every kernel is its own event;
-    :func:`breakdown` of them (GPU only: None on the CPU)."""
-    if prompt.device.type != "cuda":
-        return None
-    from torch.profiler import ProfilerActivity, profile
-
-    from gpucourse import timeline
-
-    with torch.inference_mode():
-        s = decode._Static(weights, config, prompt, "sdpa")
-    fn = torch.compile(s.step, mode=mode, backend=backend, fullgraph=True)
-    with torch.inference_mode():
-        s.prefill()
-        for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        with timeline.quiet_profiler(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(tokens):
-                fn()
-            torch.cuda.synchronize()
-    kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events()
-               if e.device_type == torch.autograd.DeviceType.CUDA]
-    return breakdown(kernels, tokens)
-
-
-# aten operations that only make a view or allocate: no kernel runs
-NO_KERNEL = {"view", "_unsafe_view", "reshape", "_reshape_alias", "detach", "empty", "empty_like", "alias", "t",
-             "transpose", "unsqueeze", "squeeze", "expand", "slice", "select", "as_strided", "lift_fresh"}
-
-
-def ops_per_token(weights: dict, config: model.Config, prompt) -> dict:
-    """How many aten operations one eager static-cache decode step dispatches, by operation (each one at least one
-    kernel launch on a GPU; views and allocations left out): counted with a TorchDispatchMode, on any device."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    counts: dict = {}
-
-    class Count(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            name = str(func.overloadpacket).removeprefix("aten.")
-            # a conversion to the dtype a tensor has already returns it unchanged: no kernel
-            if name not in NO_KERNEL and not (name == "to" and args and out is args[0]):
-                counts[name] = counts.get(name, 0) + 1
-            return out
-
-    with torch.inference_mode():
-        s = decode._Static(weights, config, prompt, "sdpa")
-        s.prefill()
-        with Count():
-            s.step()
-    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def _clean(x):

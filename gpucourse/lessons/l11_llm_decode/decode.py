@@ -13,7 +13,7 @@ The ladder:
 * :func:`graphs`: the static-cache step captured once in a ``torch.cuda.CUDAGraph`` and replayed: one launch per
   token instead of hundreds. GPU only (CPU mode: a skipped :class:`Run` that says so).
 * :func:`compiled`: the static-cache step under ``torch.compile`` (fused kernels). Modes without CUDA graphs
-  (``"max-autotune-no-cudagraphs"``, ``"default"``) are captured by hand into a CUDA graph as :func:`graphs` does;
+  (``"default"``, ``"max-autotune-no-cudagraphs"``) are captured by hand into a CUDA graph as :func:`graphs` does;
   ``"reduce-overhead"`` lets torch.compile make the graphs, with the step's output copied out before the next
   replay overwrites it (keeping a reference to it is what raises "accessing tensor output of CUDAGraphs that has
   been overwritten").
@@ -46,6 +46,7 @@ class Run:
     batch: int = 1
     skipped: str = ""
     all_seconds: list = dataclasses.field(default_factory=list)
+    margins: torch.Tensor | None = None  # (B, n_new) float32: top-1 minus top-2 logit at each step (reference runs)
 
     @property
     def tokens_per_s(self) -> float:
@@ -56,7 +57,7 @@ class Run:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "tokens": None if self.tokens is None else self.tokens.tolist(),
-                "seconds": self.seconds, "steps": self.steps, "batch": self.batch, "tokens_per_s": self.tokens_per_s,
+                "margins": None if self.margins is None else self.margins.tolist(), "seconds": self.seconds, "steps": self.steps, "batch": self.batch, "tokens_per_s": self.tokens_per_s,
                 "skipped": self.skipped, "all_seconds": list(self.all_seconds)}
 
 
@@ -107,26 +108,64 @@ def _timed(name: str, once, runs: int, warmup: int, batch: int, n_new: int) -> R
     return Run(name, tokens.cpu(), statistics.median(secs), n_new - 1, batch, all_seconds=secs)
 
 
+def _margin(logits):
+    """Top-1 minus top-2 logit of each row, float32: how far the argmax is from changing."""
+    top = logits.float().topk(2, dim=-1).values
+    return top[:, 0] - top[:, 1]
+
+
 @torch.inference_mode()
-def eager_dynamic(weights: dict, config: Config, prompt, n_new: int, runs: int = 1, warmup: int = 0) -> Run:
-    """Greedy decoding with the growing cache, every op launched eagerly: the baseline."""
+def eager_dynamic(weights: dict, config: Config, prompt, n_new: int, runs: int = 1, warmup: int = 0,
+                  margins: bool = False) -> Run:
+    """Greedy decoding with the growing cache, every op launched eagerly: the baseline. ``margins=True``: one
+    further untimed run records each step's top-1 minus top-2 logit (``Run.margins``), the reference a faster step's
+    first differing token is judged against (:func:`near_tie`)."""
     _check(config, prompt, n_new, static=False)
     device, B = prompt.device, prompt.shape[0]
 
-    def once():
+    def once(margin=None):
         cache = DynamicCache(config.n_layers)
         out = torch.empty((B, n_new), dtype=torch.int64, device=device)
-        tok = forward_dynamic(weights, config, prompt, cache).argmax(-1, keepdim=True)
+        logits = forward_dynamic(weights, config, prompt, cache)
+        tok = logits.argmax(-1, keepdim=True)
         out[:, :1].copy_(tok)
+        if margin is not None:
+            margin[:, 0] = _margin(logits)
         _sync(device)
         t0 = time.perf_counter()
         for i in range(1, n_new):
-            tok = forward_dynamic(weights, config, tok, cache).argmax(-1, keepdim=True)
+            logits = forward_dynamic(weights, config, tok, cache)
+            tok = logits.argmax(-1, keepdim=True)
             out[:, i:i + 1].copy_(tok)
+            if margin is not None:
+                margin[:, i] = _margin(logits)
         _sync(device)
         return out, time.perf_counter() - t0
 
-    return _timed("eager_dynamic", once, runs, warmup, B, n_new)
+    run = _timed("eager_dynamic", once, runs, warmup, B, n_new)
+    if margins:
+        m = torch.empty((B, n_new), dtype=torch.float32, device=device)
+        once(m)
+        run.margins = m.cpu()
+    return run
+
+
+# A few bf16 rounding steps at the size of the top logits (a step is 2**-6 between 2 and 4, 2**-5 up to 8).
+LOGIT_TOLERANCE = 0.0625
+
+
+def near_tie(reference: Run, tokens, tolerance: float = LOGIT_TOLERANCE) -> dict:
+    """Whether ``tokens`` (B, n_new) agree with ``reference``'s (an :func:`eager_dynamic` run with margins) up to
+    a near-tie: equal, or first differing at a step where the reference's top-1 and top-2 logits were within
+    ``tolerance`` of each other (logits that differ by at most tolerance/2 can swap such a pair, and only such a
+    pair; after the first different token the two runs decode different texts, so later steps say nothing).
+    Returns {"equal", "first_divergence" (step or None), "margin" (the reference's margin there), "within"}."""
+    div = first_divergence(reference.tokens, tokens)
+    if div is None:
+        return {"equal": True, "first_divergence": None, "margin": None, "within": True}
+    row, step = div
+    margin = float(reference.margins[row, step]) if reference.margins is not None else float("nan")
+    return {"equal": False, "first_divergence": step, "margin": margin, "within": margin <= tolerance}
 
 
 class _Static:
@@ -211,7 +250,7 @@ def graphs(weights: dict, config: Config, prompt, n_new: int, runs: int = 1, war
 
 
 def compiled(weights: dict, config: Config, prompt, n_new: int, runs: int = 1, warmup: int = 1,
-             mode: str = "max-autotune-no-cudagraphs", attention: str = "sdpa", backend: str = "inductor") -> Run:
+             mode: str = "default", attention: str = "sdpa", backend: str = "inductor") -> Run:
     """The static-cache step under ``torch.compile(mode=mode, backend=backend)``; on a GPU also in a CUDA graph:
     captured by hand for modes without graphs, made by torch.compile for :data:`CUDAGRAPH_MODES`. ``warmup`` runs
     (at least one) compile before the timed ones."""

@@ -64,9 +64,16 @@ class Config:
         return cls(d_model=2048, n_layers=16, n_heads=32, n_kv_heads=8, d_ff=8192, vocab=128256, max_seq=max_seq)
 
     @classmethod
+    def large(cls, max_seq: int = 1024) -> "Config":
+        """Llama 3 8B's shape: d 4096, 32 layers, 32 query / 8 KV heads of 128, MLP 14336, vocab 128256, untied head in
+        Llama (tied here: 0.53 B parameters fewer, 7.5 B in all, 15 GB in bf16; an H100's size, not a T4's)."""
+        return cls(d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336, vocab=128256, max_seq=max_seq)
+
+    @classmethod
     def tiny(cls, max_seq: int = 64) -> "Config":
-        """A CPU-sized decoder with every part of the small one (GQA ratio 2, head_dim 16)."""
-        return cls(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128, vocab=256, max_seq=max_seq)
+        """A CPU-sized decoder with every part of the small one (GQA ratio 2, head_dim 32); every matrix dimension a
+        multiple of 128, so the int4 kernels (groups of 128, tinygemm's tiles) take it too."""
+        return cls(d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, vocab=256, max_seq=max_seq)
 
     @property
     def head_dim(self) -> int:
@@ -227,27 +234,88 @@ def rope(x, cos, sin):
     return x * cos + rotated * sin
 
 
+def linear(x, w):
+    """``x @ w.T`` for a weight stored (out, in) as a tensor, or ``w(x)`` for a weight object that applies itself
+    (an int4 weight, see :func:`quantize_weights`)."""
+    return F.linear(x, w) if isinstance(w, torch.Tensor) else w(x)
+
+
+def fuse_weights(weights: dict) -> dict:
+    """The same weights with each layer's q, k, v projections stacked into one ``wqkv`` matrix and the MLP's gate and
+    up into one ``w_gate_up`` (as gpt-fast and vLLM store them): two matrix-vector products per layer fewer, and the
+    ones left larger. The outputs are the same numbers (each output row still comes from one weight row)."""
+    layers = []
+    for lw in weights["layers"]:
+        lw = dict(lw)
+        lw["wqkv"] = torch.cat([lw.pop("wq"), lw.pop("wk"), lw.pop("wv")])
+        lw["w_gate_up"] = torch.cat([lw.pop("w_gate"), lw.pop("w_up")])
+        layers.append(lw)
+    return dict(weights, layers=layers)
+
+
+INT4_GROUP = 128  # weights per float scale along K, as lesson 07 and gpt-fast's int4 use
+
+
+def quantize_weights(weights: dict, backend: str = "lesson", group_size: int = INT4_GROUP) -> dict:
+    """The same model with every matrix of the layers and the output head as int4 weights (a float scale per
+    ``group_size`` weights along K, :class:`gpucourse.quant.Int4Linear`), applied by ``backend``: ``"lesson"`` (lesson
+    07's GEMV kernel) or ``"tinygemm"`` (PyTorch's ``torch._weight_int4pack_mm``). The head gets its own int4 copy of
+    the embedding (the lookup still reads the bf16 rows it needs: one row per token). Norms, RoPE tables and the cache
+    stay in the activations' type. The int4 numbers are other weights than the bf16 ones, so an int4 model's tokens
+    are compared with its own eager run, not with the bf16 model's."""
+    from gpucourse.quant import Int4Linear
+
+    def q(w):
+        return Int4Linear(w, group_size=group_size, backend=backend)
+
+    layers = [{k: (q(v) if isinstance(v, torch.Tensor) and v.dim() == 2 else v) for k, v in lw.items()}
+              for lw in weights["layers"]]
+    return dict(weights, layers=layers, head=q(weights["embed"]))
+
+
+def weight_bytes_read(weights: dict) -> int:
+    """Bytes of weights one decode step reads: every matrix of the layers and the head (int4 weights: packed values
+    and scales), the norms, and one embedding row."""
+    def nbytes(w):
+        return w.nbytes if isinstance(w, torch.Tensor) else int(w.nbytes)
+
+    total = sum(nbytes(v) for lw in weights["layers"] for v in lw.values())
+    total += nbytes(weights.get("head", weights["embed"])) + nbytes(weights["norm"])
+    return total + weights["embed"][0].nbytes
+
+
 def _layers(weights: dict, config: Config, tokens, positions, attend):
     """The decoder's layers over ``tokens`` (B, T) at ``positions`` (a (T,) tensor); ``attend(i, q, k, v)`` gives
     layer i's attention output (B, Hq, T, D) from this step's q (B, Hq, T, D), k, v (B, Hkv, T, D). Returns the
-    last position's logits, (B, vocab), in the weights' dtype (the head only for the token that is decoded next)."""
+    last position's logits, (B, vocab), in the weights' dtype (the head only for the token that is decoded next).
+    Layers may hold separate ``wq``/``wk``/``wv`` and ``w_gate``/``w_up`` or the fused ones (:func:`fuse_weights`);
+    the head is ``weights["head"]`` where present, else the embedding (tied)."""
     c = config
     B, T = tokens.shape
     x = F.embedding(tokens, weights["embed"])
     cos = weights["rope_cos"].index_select(0, positions)
     sin = weights["rope_sin"].index_select(0, positions)
+    q_width, kv_width = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     for i, lw in enumerate(weights["layers"]):
         h = rms_norm(x, lw["attn_norm"], c.norm_eps)
-        q = F.linear(h, lw["wq"]).view(B, T, c.n_heads, c.head_dim).transpose(1, 2)
-        k = F.linear(h, lw["wk"]).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
-        v = F.linear(h, lw["wv"]).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        if "wqkv" in lw:
+            q, k, v = linear(h, lw["wqkv"]).split([q_width, kv_width, kv_width], dim=-1)
+        else:
+            q, k, v = linear(h, lw["wq"]), linear(h, lw["wk"]), linear(h, lw["wv"])
+        q = q.view(B, T, c.n_heads, c.head_dim).transpose(1, 2)
+        k = k.view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        v = v.view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         o = attend(i, q, k, v)
-        x = x + F.linear(o.transpose(1, 2).reshape(B, T, c.n_heads * c.head_dim), lw["wo"])
+        x = x + linear(o.transpose(1, 2).reshape(B, T, q_width), lw["wo"])
         h = rms_norm(x, lw["mlp_norm"], c.norm_eps)
-        x = x + F.linear(F.silu(F.linear(h, lw["w_gate"])) * F.linear(h, lw["w_up"]), lw["w_down"])
+        if "w_gate_up" in lw:
+            gate, up = linear(h, lw["w_gate_up"]).chunk(2, dim=-1)
+        else:
+            gate, up = linear(h, lw["w_gate"]), linear(h, lw["w_up"])
+        x = x + linear(F.silu(gate) * up, lw["w_down"])
     x = rms_norm(x[:, -1], weights["norm"], c.norm_eps)
-    return F.linear(x, weights["embed"])
+    return linear(x, weights.get("head", weights["embed"]))
 
 
 def forward_dynamic(weights: dict, config: Config, tokens, cache: DynamicCache):

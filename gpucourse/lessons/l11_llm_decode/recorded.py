@@ -20,14 +20,24 @@ KEYS = {
     "run": "what the run decoded: n_params, dtype, prompt, new_tokens, context (the floor's), compile_mode",
     "floor": "the bandwidth floor at the run's context: bytes_per_token, bandwidth_gbps (measured copy rate), "
              "tokens_per_s",
-    "ladder": "the decode ladder, in order: rows of {step, tokens_per_s, fraction_of_floor, first_divergence} "
-              "(first_divergence: the first position whose token differs from eager_dynamic's, None if none)",
+    "ladder": "the decode ladder, in order: rows of {step, tokens_per_s, fraction_of_floor, first_divergence, "
+              "margin_at_divergence, near_tie} (first_divergence: the first generated step whose token differs from "
+              "eager_dynamic's, None if none; margin_at_divergence: eager_dynamic's top-1 minus top-2 logit there; "
+              "near_tie: that margin within decode.LOGIT_TOLERANCE)",
+    "int4": "the int4 steps (fused weights quantized in groups of 128): rows of {step, backend, tokens_per_s, "
+            "fraction_of_floor (of the bf16 floor), weight_bytes (read per token), first_divergence, "
+            "margin_at_divergence, near_tie} (tokens against the int4 model's own eager loop)",
     "peers": "transformers' generate() on the same weights: rows of {step, cache, tokens_per_s, fraction_of_floor, "
              "first_divergence}",
+    "profile": "one decode step under torch.profiler, before (eager) and after (compiled, replayed from a CUDA graph), "
+               "per token: {before, after: {window_us, gpu_busy_us, gpu_idle_fraction, gpu_events}, kernels_after: "
+               "{category: {kernels, us}}}",
     "decode_attention": "one decode attention call (B 1, Hq 32, Hkv 8, D 64, bf16, L2 flushed) per context: {context: "
                         "{us: {implementation: microseconds}, best_sdpa, split_kv_over_best_sdpa}}",
 }
-LADDER_STEPS = ("eager_dynamic", "eager_static", "graphs", "graphs_split_kv", "compiled", "compiled_reduce_overhead")
+LADDER_STEPS = ("eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "compiled",
+                "compiled_reduce_overhead")
+INT4_STEPS = ("int4_graphs", "int4_compiled")
 PEER_STEPS = ("hf_dynamic", "hf_static")
 SPLIT_KV = "split-KV (Triton)"  # the kernel with its default split, as the benchmark names it
 
@@ -56,9 +66,9 @@ def best_ladder(doc: curated.Recorded | None = None) -> dict:
 
 
 def speed(doc: curated.Recorded | None = None) -> dict:
-    """tokens/s of every step, ladder and peers, by step name."""
+    """tokens/s of every step, ladder, int4 and peers, by step name."""
     doc = doc or load()
-    return {r["step"]: r["tokens_per_s"] for r in [*doc["ladder"], *doc["peers"]]}
+    return {r["step"]: r["tokens_per_s"] for r in [*doc["ladder"], *doc["peers"], *doc.get("int4", [])]}
 
 
 def split_kv_ratios(doc: curated.Recorded | None = None) -> dict:
@@ -80,14 +90,15 @@ SOURCE = "benchmarks/results/h100-l11-bench.json"
 def promote_values(run: dict) -> dict:
     """The curated values from the benchmark run's document (``bench.main``'s JSON)."""
     rows = {r["step"]: r for r in run["ladder"]}
-    missing = [s for s in (*LADDER_STEPS, *PEER_STEPS) if s not in rows or "tokens_per_s" not in rows[s]]
+    missing = [s for s in (*LADDER_STEPS, *INT4_STEPS, *PEER_STEPS) if s not in rows or "tokens_per_s" not in rows[s]]
     if missing:
         raise ValueError(f"{SOURCE}: steps without a result: {missing}")
 
     def row(step):
         r = rows[step]
         return {"step": step, "tokens_per_s": r["tokens_per_s"], "fraction_of_floor": r["fraction_of_floor"],
-                "first_divergence": r.get("first_divergence")}
+                "first_divergence": r.get("first_divergence"), "margin_at_divergence": r.get("margin_at_divergence"),
+                "near_tie": r.get("near_tie")}
 
     steps = run["steps"]
     peers = [dict(row(s), cache=steps[s]["cache_implementation"]) for s in PEER_STEPS]
@@ -99,7 +110,11 @@ def promote_values(run: dict) -> dict:
                     "new_tokens": run["new_tokens"], "context": run["context"],
                     "compile_mode": steps["compiled"]["name"].split("[")[1].rstrip("]")},
             "floor": dict(run["floor"]), "ladder": [row(s) for s in LADDER_STEPS], "peers": peers,
-            "decode_attention": kernel}
+            "int4": [dict(row(s), backend=steps[s]["backend"], weight_bytes=steps[s]["weight_bytes"])
+                     for s in INT4_STEPS],
+            "decode_attention": kernel,
+            "profile": {"before": steps["profile"]["before"], "after": steps["profile"]["after"],
+                        "kernels_after": steps["profile"]["kernels_after"]["categories"]}}
 
 
 def promote_environment(run: dict) -> dict:

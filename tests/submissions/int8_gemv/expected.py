@@ -6,6 +6,10 @@ EXPECTED = {
     "cheat_course_kernel.py": {"status": "error", "message": "int8_gemv used the course's own code: it imports the "
                                                              "course's lessons",
                                "flags": ["imports the course's lessons"]},
+    # The same kernel imported from the kit package it lives in (gpucourse.quant): the same error and flag.
+    "cheat_kit_kernel.py": {"status": "error", "message": "int8_gemv used the course's own code: it imports the "
+                                                          "course's lessons",
+                            "flags": ["imports the course's lessons"]},
     # The same kernel through a module name built at run time: no import to see, its launches are the course's.
     "cheat_course_kernel_by_name.py": {"status": "failed", "message": "used the course's own code: launched the "
                                                                      "course's kernel w8a16_kernel"},

@@ -1,7 +1,8 @@
-"""Lesson 07's launch parameters, in one place: the block sizes of every GEMV path on a GPU (:data:`CONFIGS`) and in
-Triton's interpreter (:data:`CPU_CONFIGS`), and the batch sizes M at which :func:`kernels.w8a16_gemv` and
-:func:`kernels.w4a16_gemv` switch paths. The GPU values were measured on an H100; the explorations that chose them
-are logged in ``lab/README.md``. The interpreter gets bigger blocks and fewer programs, which is what makes it fast.
+"""The launch parameters of the quantized GEMVs (lesson 07's kernels, which lesson 11 runs too), in one place: the
+block sizes of every GEMV path on a GPU (:data:`CONFIGS`) and in Triton's interpreter (:data:`CPU_CONFIGS`), and the
+batch sizes M at which :func:`kernels.w8a16_gemv` and :func:`kernels.w4a16_gemv` switch paths. The GPU values were
+measured on an H100; the explorations that chose them are logged in ``lab/README.md``. The interpreter gets bigger
+blocks and fewer programs, which is what makes it fast.
 """
 from __future__ import annotations
 
