@@ -134,17 +134,26 @@ _NOT_A_GATE = {os.path.join("gpucourse", "lessons", "l07_quantization", "gemv_in
                "the GEMV exercises' activations, host tensors in bf16 by the exercises' statement: their kernels "
                "multiply in float32 on CUDA cores, and the case 'cancelling' is built for bf16's 8 bits"}
 
+# Kit packages scanned as the gated lessons are (lesson 07's int4 GEMV moved up into gpucourse/quant/).
+_GATED_KIT = (os.path.join("gpucourse", "quant"),)
+
 # Lines gated where they are called, by (file, how the line starts): the reason is the gate.
-_GATED_BY_CALLER = {(os.path.join("gpucourse", "lessons", "l07_quantization", "tinygemm.py"),
-                     "def tinygemm_scales_and_zeros("):
+_GATED_BY_CALLER = {(os.path.join("gpucourse", "quant", "tinygemm.py"), "def tinygemm_scales_and_zeros("):
                     "tinygemm's scales are bf16 by its format; its only caller, tinygemm_weights, first asks "
-                    "tinygemm_unavailable (bf16 activations and compute capability 8.0+)"}
+                    "tinygemm_unavailable (bf16 activations and compute capability 8.0+)",
+                    (os.path.join("gpucourse", "quant", "linear.py"), "bf16_x = types.SimpleNamespace("):
+                    "no tensor: a stand-in for an x, asking tc_available whether bf16 activations could take the "
+                    "tensor-core path on this weight's device",
+                    (os.path.join("gpucourse", "quant", "linear.py"), "scales = self.scales if self._tg is None"):
+                    "dequantized() rounds the scales as tinygemm stores them, only for a weight tinygemm took "
+                    "(tinygemm_weights asked tinygemm_unavailable first)"}
 
 
 def test_gated_lessons_create_no_bf16_gpu_tensor_without_a_gate():
     found = []
-    for lesson in _GATED_LESSONS:
-        for folder, _, files in os.walk(os.path.join(ROOT, "gpucourse", "lessons", lesson)):
+    roots = [os.path.join(ROOT, "gpucourse", "lessons", lesson) for lesson in _GATED_LESSONS]
+    for root in roots + [os.path.join(ROOT, kit) for kit in _GATED_KIT]:
+        for folder, _, files in os.walk(root):
             for f in files:
                 if f.endswith(".py"):
                     path = os.path.join(folder, f)

@@ -13,9 +13,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from gpucourse.grading import cli as grader_cli
-from gpucourse.grading import feedback
+from gpucourse.grading import compare, drawing, feedback, guards, report
 from gpucourse.grading.gradebook import Entry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,7 +25,8 @@ HOSTILE = "<script>alert('x')</script>"
 ENV = {"mode": "cpu", "fingerprint": "CPU | torch 2 | cpu mode"}
 # Every tag a page may hold: no script, image, link, frame, form or object.
 PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "strong", "table", "thead",
-             "tbody", "tr", "th", "td", "pre", "span", "section", "ul", "li", "footer", "a"}
+             "tbody", "tr", "th", "td", "pre", "span", "section", "ul", "li", "footer", "a", "svg", "path", "rect",
+             "line"}
 
 
 class _Tags(html.parser.HTMLParser):
@@ -96,6 +98,123 @@ def test_the_page_shows_status_message_flags_perf_and_what_statuses_mean():
     assert "<td>a1</td>" in page and html.escape(ENV["fingerprint"]) in page
     for status in feedback.STATUSES:
         assert f"<strong>{status}</strong>: " in page
+
+
+def _map(shape, codes=None, past=None) -> dict:
+    """The report's form (report.where_field) of the checker's where map of an output of ``shape``."""
+    return report.where_field(compare.where_map(shape, codes, None if past is None else torch.tensor(past)))
+
+
+def _cells(page: str) -> dict:
+    """{colour: [(x, y) of each cell of that colour]} of the pictures of where an output is wrong on ``page``."""
+    cells: dict = {}
+    for svg in re.findall(r'<svg class="where".*?</svg>', page):
+        for colour, d in re.findall(r'<path fill="(#[0-9a-f]{6})" d="([^"]*)"/>', svg):
+            for x, y, w in re.findall(r"M(\d+) (\d+)h(\d+)v1h-\d+z", d):
+                cells.setdefault(colour, []).extend((int(x) + i, int(y)) for i in range(int(w)))
+    return cells
+
+
+def _failed(where) -> list:
+    return [{"name": "n=1", "passed": True, "detail": "ok"},
+            {"name": "large", "passed": False, "detail": "elements differ", "where": where}]
+
+
+def test_a_failed_cases_map_is_drawn_cell_by_cell_with_its_legend():
+    """1-D, 100 elements: one wrong value, the last 10 never written, 2 written past the end; the strip wraps into
+    rows of feedback.WRAP cells, the writes past the end after the last element."""
+    codes = torch.zeros(100, dtype=torch.int8)
+    codes[10], codes[90:] = compare.WRONG, compare.NEVER
+    page = feedback.page(_result(_failed(_map((100,), codes, [0, 1]))), "vector_add", "alice", environment=ENV)
+    wrap = feedback.WRAP
+    assert {c: sorted(at) for c, at in _cells(page).items()} == {
+        drawing.COLOURS[compare.WRONG]: [(10, 0)],
+        drawing.COLOURS[compare.NEVER]: sorted((i % wrap, i // wrap) for i in range(90, 100)),
+        drawing.COLOURS[compare.PAST]: [(100 % wrap, 1), (101 % wrap, 1)],
+        drawing.COLOURS[compare.RIGHT]: sorted((i % wrap, i // wrap) for i in range(90) if i != 10)}
+    for code, n in ((compare.RIGHT, 89), (compare.WRONG, 1), (compare.NEVER, 10), (compare.PAST, 2)):
+        assert f"</svg>{drawing.NAMES[code]}: {n}</span>" in page
+    assert "output of 100 elements; wrapped into rows of 64 elements" in page
+    assert page.count("<svg class=\"where\"") == 1 and set(_Tags(page).tags) <= PAGE_TAGS
+    assert _Tags(page).links == []  # drawn in the page: nothing fetched
+
+
+def test_a_larger_outputs_map_shows_its_slice_and_the_writes_past_its_end_below_a_line():
+    codes = torch.zeros(2, 3, 4, dtype=torch.int8)
+    codes[1, 2, 3] = compare.WRONG
+    page = feedback.page(_result(_failed(_map((2, 3, 4), codes, [0, 5]))), "matmul", "bob")
+    assert _cells(page)[drawing.COLOURS[compare.WRONG]] == [(3, 2)]
+    assert _cells(page)[drawing.COLOURS[compare.PAST]] == [(0, 3), (1, 4)]  # rows of the output's width, below it
+    assert "slice [1, :, :], the first with a wrong element" in page and "<line " in page
+    assert "written past the end: 2</span>" in page and "wrong value: 1</span>" in page
+
+
+def test_a_large_output_is_pooled_and_its_counts_stay_exact():
+    codes = torch.zeros(3000, 5000, dtype=torch.int8)
+    codes[2999, 4999] = compare.NEVER
+    where = _map((3000, 5000), codes)
+    assert where["block"] == [128, 256] and len(where["codes"]) == 24 and len(where["codes"][0]) == 20
+    page = feedback.page(_result(_failed(where)), "matmul", "bob")
+    assert _cells(page)[drawing.COLOURS[compare.NEVER]] == [(19, 23)]
+    assert "never written: 1</span>" in page and f"right: {3000 * 5000 - 1:,}</span>" in page
+    assert "a cell is 128x256 elements, coloured by its worst" in page
+
+
+def test_the_reports_map_stays_small_in_the_worst_case():
+    """The most a failed case's map adds to the JSON report (written with indent=2, at its depth there): the
+    largest map compare keeps (MAX_SIDE**2 cells, every element in the guard band written) is pooled to at most
+    report.WHERE_SIDE cells per side, about 21 KB, as report.py says."""
+    def added(where):
+        def doc(check):
+            return json.dumps({"exercise": "x", "results": [{"checks": [check]}]}, indent=2)
+        check = {"name": "large", "passed": False, "detail": ""}
+        return len(doc({**check, "where": where})) - len(doc(check))
+    n = compare.MAX_SIDE ** 2 * 4
+    one_d = _map((n,), torch.arange(n).remainder(3).to(torch.int8), list(range(guards.GUARD)))
+    two_d = _map((3, 1000, 1000), torch.arange(3 * 10**6).remainder(3).to(torch.int8).view(3, 1000, 1000),
+                 list(range(guards.GUARD)))
+    assert len(one_d["codes"]) == 1 and len(one_d["codes"][0]) == report.WHERE_SIDE ** 2
+    assert len(two_d["codes"]) == len(two_d["codes"][0]) == report.WHERE_SIDE
+    assert one_d["n_past"] == guards.GUARD and len(one_d["past_end"]) == report.WHERE_PAST
+    assert max(added(one_d), added(two_d)) < 22_000, (added(one_d), added(two_d))
+
+
+def test_a_report_without_a_map_and_a_passed_case_get_no_picture():
+    assert "<svg" not in feedback.page(_result(CHECKS), "vector_add", "alice")  # an older report: no "where"
+    passed = [{"name": "n=1", "passed": True, "detail": "ok", "where": _map((4,), torch.ones(4, dtype=torch.int8))}]
+    assert "<svg" not in feedback.page(_result(passed, status="passed"), "vector_add", "alice")
+
+
+def _good() -> dict:
+    codes = torch.zeros(10, dtype=torch.int8)
+    codes[9] = compare.NEVER
+    return _map((10,), codes)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("shape", [10**30]), ("shape", [2**40]), ("shape", [2**31] * 3), ("shape", HOSTILE), ("shape", [10.0]),
+    ("shape", [True] * 10), ("block", [0]), ("block", [1, 1]), ("slice", [0]), ("n_right", 1e9),
+    ("n_wrong", True), ("n_never", -1), ("n_never", HOSTILE), ("n_past", "2"), ("codes", [["0"] * 10]),
+    ("codes", [[HOSTILE] * 10]), ("codes", [[0] * 9 + [3]]), ("codes", [[0.0] * 10]), ("codes", [[[0]] * 10]),
+    ("codes", [[0] * 10] * 2), ("codes", [[0] * 10**6]), ("codes", HOSTILE), ("codes", None),
+    ("past_end", [guards.GUARD]), ("past_end", [0]), ("past_end", {"<script>": 1})])
+def test_a_hand_edited_map_is_refused_with_a_line_and_nothing_of_it_reaches_the_page(field, value):
+    where = dict(_good(), **{field: value})
+    page = feedback.page(_result(_failed(where)), "vector_add", "alice")
+    assert "map in the report is malformed" in page and "<svg" not in page
+    assert "<script" not in page.lower() and set(_Tags(page).tags) <= PAGE_TAGS - {"svg", "path", "rect", "line"}
+
+
+@pytest.mark.parametrize("where", [None, [], HOSTILE, 7, {}])
+def test_a_map_that_is_not_one_is_refused_with_a_line(where):
+    page = feedback.page(_result(_failed(where)), "vector_add", "alice")
+    assert "malformed" in page and "<svg" not in page and "<script" not in page.lower()
+
+
+def test_the_untouched_map_of_those_edits_is_drawn_and_a_key_it_does_not_know_is_not_shown():
+    page = feedback.page(_result(_failed(dict(_good(), **{HOSTILE: HOSTILE}))), "vector_add", "alice")
+    assert "malformed" not in page and _cells(page)[drawing.COLOURS[compare.NEVER]] == [(9, 0)]
+    assert "<script" not in page.lower() and "alert" not in page
 
 
 def test_a_result_with_no_case_says_so():
@@ -212,5 +331,36 @@ def test_grade_writes_a_page_per_submission_through_the_command_line(tmp_path):
     alice = (out / "alice" / "vector_add" / "vector_add.html").read_text()
     assert results[1]["status"] == "failed" and '<span class="hint">hint: the inputs of this case are not ' \
                                                 'contiguous' in alice
+    assert drawing.COLOURS[compare.WRONG] in _cells(alice)  # where its strided case's values are wrong
+    assert "<svg" not in (out / "_i_eve" / "vector_add" / "vector_add.html").read_text()  # no case ran
     assert _Tags((out / "index.html").read_text()).links == ["_i_eve/vector_add/vector_add.html",
                                                              "alice/vector_add/vector_add.html"]
+
+
+def test_a_graded_failure_carries_its_map_in_the_report_and_its_page_draws_it(tmp_path):
+    """A grid one program short (wrong_unwritten_tail.py) leaves each case's tail never written: the report's map
+    counts what the checker's text says, and the page draws those cells and counts; a passing page has no picture."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(os.path.join(FOLDER, "wrong_unwritten_tail.py"), subs / "tail.py")
+    shutil.copy(os.path.join(FOLDER, "right_basic.py"), subs / "right.py")
+    out, report_path = tmp_path / "feedback", tmp_path / "r.json"
+    proc = _grade(["vector_add", str(subs), "--jobs", "2", "--timeout", "120", "--json", str(report_path),
+                   "--feedback", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    right, tail = json.loads(report_path.read_text())["results"]
+    assert right["status"] == "passed" and not any("where" in c for c in right["checks"])
+    assert "<svg" not in (out / "right" / "vector_add" / "vector_add.html").read_text()
+    failed = [c for c in tail["checks"] if not c["passed"]]
+    assert failed and all("where" in c for c in failed) and not any("where" in c for c in tail["checks"]
+                                                                       if c["passed"])
+    page = (out / "tail" / "vector_add" / "vector_add.html").read_text()
+    assert page.count('<svg class="where"') == len(failed) and set(_Tags(page).tags) <= PAGE_TAGS
+    for c in failed:
+        never, numel = map(int, re.search(r"elements never written: (\d+) of (\d+)", c["detail"]).groups())
+        w = c["where"]
+        assert (w["shape"], w["n_never"], w["n_wrong"], w["n_right"], w["n_past"]) == ([numel], never, 0,
+                                                                                      numel - never, 0)
+        assert w["codes"][0][-1] == compare.NEVER and len(w["codes"][0]) == -(-numel // w["block"][0])
+        assert f"never written: {never:,}</span>" in page and f"right: {numel - never:,}</span>" in page
+    assert drawing.COLOURS[compare.NEVER] in _cells(page) and drawing.COLOURS[compare.WRONG] not in _cells(page)

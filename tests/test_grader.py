@@ -72,8 +72,32 @@ def test_json_schema_exactly(graded):
         assert isinstance(r["flags"], list) and all(isinstance(f, str) for f in r["flags"])
         assert isinstance(r["seconds"], float) and r["seconds"] > 0
         for c in r["checks"]:
-            assert set(c) == {"name", "passed", "detail"}
+            # "where" only on a failed case whose output has the right shape (report.where_field)
+            assert set(c) - {"where"} == {"name", "passed", "detail"}
             assert isinstance(c["name"], str) and isinstance(c["passed"], bool) and isinstance(c["detail"], str)
+            if "where" in c:
+                assert not c["passed"] and set(c["where"]) == WHERE_KEYS
+    assert any("where" in c for r in report["results"] for c in r["checks"])
+
+
+WHERE_KEYS = {"shape", "slice", "block", "n_right", "n_wrong", "n_never", "n_past", "codes", "past_end"}
+
+
+def test_a_failed_cases_map_in_the_report_counts_what_its_text_says(graded):
+    """The never-written tail of each case (wrong_unwritten_tail.py): the report's map counts the elements the
+    checker's text counts, ends in never-written cells, and holds at most report.WHERE_SIDE**2 cells."""
+    _, report_, _, _ = graded
+    (r,) = [r for r in report_["results"] if r["submission"].endswith("wrong_unwritten_tail.py")]
+    failed = [c for c in r["checks"] if not c["passed"]]
+    assert failed and all("where" in c for c in failed)
+    for c in failed:
+        never, numel = map(int, re.search(r"elements never written: (\d+) of (\d+)", c["detail"]).groups())
+        w = c["where"]
+        assert (w["shape"], w["slice"], w["n_right"], w["n_wrong"], w["n_never"]) == ([numel], [], numel - never, 0,
+                                                                                       never)
+        (row,) = w["codes"]
+        assert len(row) == -(-numel // w["block"][0]) <= report.WHERE_SIDE ** 2 and set(row) <= {0, 2}
+        assert row[-1] == 2 and row[0] == 0  # compare.NEVER at the tail, compare.RIGHT before it
 
 
 def test_failed_checks_say_which_case(graded):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -171,6 +172,168 @@ def test_a_sharded_nbgrader_assignment_merges_into_one_gradebook(tmp_path, monke
     assert rc == 2 and "shards 1/3, 2/3 of exercise read_the_profile missing" in capsys.readouterr().err
 
 
+# --- Feedback pages from the shards' reports ----------------------------------------------------------------------
+
+def _fake_grade_in_detail(ex, paths, **kw):
+    """_fake_grade's report with what else a feedback page shows: a hint line (with characters to escape) in a failed
+    case's text, a flag, a speed and the profile `--profile` adds to a passing submission."""
+    report = _fake_grade(ex, paths, **kw)
+    for r in report["results"]:
+        r["checks"].append({"name": "n=1023", "passed": r["status"] == "passed",
+                            "detail": "3 of 1023 elements differ <&>\nhint: mask the last block's loads"})
+        if r["status"] == "passed":
+            r["flags"] = ["calls torch.add"]
+            r["perf"] = {"text": "1.3x the reference", "met": True}
+            r["profile"] = {"ok": True, "launched": 1, "kernels": [
+                {"name": "add_kernel", "duration_us": 12.5, "dram_pct": 81.0, "sm_pct": 20.0, "occupancy_pct": 60.0,
+                 "registers": 32, "stalls": [{"reason": "long_scoreboard", "value": 3.5}], "stall_unit": "cycles"}]}
+    return report
+
+
+def _tree(root) -> dict:
+    """Every file under ``root`` (relative path -> text), the index's date (the run's own) taken out."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(d, f)
+            text = open(path, encoding="utf-8").read()
+            out[os.path.relpath(path, root)] = re.sub(r" written \d{4}-\d\d-\d\d \d\d:\d\d UTC\.", " written DATE.",
+                                                      text) if f == "index.html" else text
+    return out
+
+
+def _same_feedback(one, merged, expected: list) -> dict:
+    tree, other = _tree(one), _tree(merged)
+    assert sorted(tree) == sorted(other) == sorted(expected)
+    for name in tree:
+        assert other[name] == tree[name], name
+    return tree
+
+
+def test_merge_writes_the_feedback_pages_one_machine_writes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(grader, "grade", _fake_grade_in_detail)
+    course = _class_folder(tmp_path / "course", {"ada": True, "ken": False, "grace": True, "linus": [True, False],
+                                                 "edsger": False, "margaret": True})
+    common = ["--allow-process-isolation"]
+    assert cli.main(["vector_add", str(course), "--feedback", str(tmp_path / "one"), *common]) == 0
+    reports = _run_shards(["vector_add", str(course)], common, tmp_path / "shards")
+    capsys.readouterr()
+    assert merge.main([*reports, "--feedback", str(tmp_path / "merged")]) == 0
+    assert f"feedback: 7 pages in {tmp_path / 'merged'}, listed in index.html" in capsys.readouterr().err
+    pages = [f"{s}/vector_add/vector_add.html" for s in ("ada", "ken", "grace", "edsger", "margaret")]
+    tree = _same_feedback(tmp_path / "one", tmp_path / "merged", [
+        *pages, "linus/vector_add/vector_add-try0.py.html", "linus/vector_add/vector_add-try1.py.html", "index.html"])
+    ada, ken = tree["ada/vector_add/vector_add.html"], tree["ken/vector_add/vector_add.html"]
+    assert "<h2>Profile</h2>" in ada and "add_kernel" in ada and "<li>calls torch.add</li>" in ada
+    assert "1.3x the reference" in ada and "<h2>Profile</h2>" not in ken
+    assert '<span class="hint">hint: mask the last block&#x27;s loads</span>' in ken and "differ &lt;&amp;&gt;" in ken
+    assert "linus: " in tree["index.html"] and " written DATE." in tree["index.html"]
+
+
+def test_merge_writes_an_assignments_feedback_as_one_machine_does(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(grader, "grade", _fake_grade_in_detail)
+    course = _nbgrader_course(tmp_path / "course", {"ada": "right", "ken": "wrong", "grace": "right",
+                                                    "linus": None, "edsger": "wrong"})
+    common = ["--allow-process-isolation"]
+    assert cli.main([WORKBOOK, str(course), "--feedback", str(tmp_path / "one"), *common]) == 0
+    reports = _run_shards([WORKBOOK, str(course)], common, tmp_path / "shards")
+    assert merge.main([*reports, "--feedback", str(tmp_path / "merged")]) == 0
+    exercises = ("fused_rmsnorm_residual", "read_the_profile")
+    tree = _same_feedback(tmp_path / "one", tmp_path / "merged", [
+        f"{s}/{WORKBOOK}/{ex}.html" for s in ("ada", "ken", "grace", "edsger") for ex in exercises] + ["index.html"])
+    index = tree["index.html"]  # the last exercise's batch, the first's pages kept from the batch before it
+    assert "Feedback: read_the_profile" in index and "Pages from earlier batches" in index
+    assert "linus: " in index and f"ada/{WORKBOOK}/fused_rmsnorm_residual.html" in index
+
+
+def test_merge_feedback_into_a_folder_of_earlier_pages_keeps_them_as_one_machine_does(tmp_path, monkeypatch,
+                                                                                          capsys):
+    monkeypatch.setattr(grader, "grade", _fake_grade_in_detail)
+    course = _class_folder(tmp_path / "course", {"ada": True, "ken": False, "grace": True, "edsger": False})
+    earlier = {"zoe/vector_add/vector_add.html": "zoe's page, graded last week\n", "notes.txt": "the instructor's\n",
+               "ada/vector_add/vector_add.html": "ada's page of last week\n"}
+    for name in ("one", "merged"):
+        for rel, text in earlier.items():
+            (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / rel).write_text(text)
+    common = ["--allow-process-isolation"]
+    assert cli.main(["vector_add", str(course), "--feedback", str(tmp_path / "one"), *common]) == 0
+    reports = _run_shards(["vector_add", str(course)], common, tmp_path / "shards")
+    assert merge.main([*reports, "--feedback", str(tmp_path / "merged")]) == 0
+    tree = _same_feedback(tmp_path / "one", tmp_path / "merged", [
+        *earlier, *(f"{s}/vector_add/vector_add.html" for s in ("ken", "grace", "edsger")), "index.html"])
+    assert tree["zoe/vector_add/vector_add.html"] == earlier["zoe/vector_add/vector_add.html"]  # kept, listed
+    assert tree["notes.txt"] == earlier["notes.txt"] and "zoe/vector_add/vector_add.html" in tree["index.html"]
+    ada = tree["ada/vector_add/vector_add.html"]
+    assert "last week" not in ada and "feedback for ada</h1>" in ada  # this batch's page replaces the earlier one
+    capsys.readouterr()
+    (tmp_path / "f").write_text("")
+    assert merge.main([*reports, "--feedback", str(tmp_path / "f"), "--json", str(tmp_path / "m.json")]) == 2
+    assert f"--feedback {tmp_path / 'f'} is a file: name a folder" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_really_graded_shards_pages_come_back_from_their_json_byte_for_byte(tmp_path, capsys):
+    """Real grading (CPU mode): each shard also writes its own pages (--feedback), from the report in memory; the
+    merge writes them again from the shards' JSON alone, and they are the same files, byte for byte. (A one-machine
+    run of the class is not compared here: each grading run draws its cases' sizes afresh, and the checker's text
+    quotes them, so two runs' pages differ where a case draws sizes; the tests above compare with one machine.)"""
+    known = os.path.join(ROOT, "tests", "submissions", "vector_add")
+    course = tmp_path / "course"
+    course.mkdir()
+    for student, source in (("ada", "right_basic.py"), ("ken", "wrong_ignores_strides.py"),
+                            ("grace", "error_syntax.py")):
+        shutil.copy(os.path.join(known, source), course / f"{student}.py")
+    (tmp_path / "shards").mkdir()
+    for k in range(3):
+        assert cli.main(["vector_add", str(course), "--shard", f"{k}/3", "--json",
+                         str(tmp_path / "shards" / f"{k}.json"), "--feedback", str(tmp_path / f"own{k}"), "--jobs",
+                         "1", "--timeout", "120"]) == 0
+    assert merge.main([*sorted(glob.glob(str(tmp_path / "shards" / "*.json"))), "--feedback",
+                       str(tmp_path / "merged")]) == 0
+    own = {}
+    for k in range(3):
+        if (tmp_path / f"own{k}").exists():
+            own.update({p: t for p, t in _tree(tmp_path / f"own{k}").items() if p != "index.html"})
+    merged = _tree(tmp_path / "merged")
+    assert sorted(own) == [f"{s}/vector_add/vector_add.html" for s in ("ada", "grace", "ken")]
+    assert sorted(merged) == sorted([*own, "index.html"])
+    for name, text in own.items():
+        assert merged[name] == text, name
+    ken = merged["ken/vector_add/vector_add.html"]
+    assert '<span class="hint">hint: the inputs of this case are not contiguous' in ken
+    assert "sizes drawn for this run" in ken
+
+
+def test_a_shard_without_what_a_page_shows_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(grader, "grade", _fake_grade)
+    course = _class_folder(tmp_path / "course", {"ada": True, "ken": False, "grace": True, "linus": False})
+    reports = _run_shards(["vector_add", str(course)], ["--allow-process-isolation"], tmp_path / "shards")
+    stripped = json.loads(open(reports[1]).read())  # grace and linus
+    assert stripped["results"]
+    for r in stripped["results"]:
+        del r["checks"]
+    with open(reports[1], "w") as f:
+        json.dump(stripped, f)
+    capsys.readouterr()
+    out = tmp_path / "feedback"
+    assert merge.main([*reports, "--feedback", str(out), "--json", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{reports[1]} (shard 1/3) lacks what a feedback page shows: its result for " \
+           f"{stripped['results'][0]['submission']} is missing checks; re-grade that shard" in err, err
+    assert not out.exists() and not (tmp_path / "m.json").exists()
+    stripped["results"][0]["checks"] = [{"name": "n=1", "passed": True}]
+    stripped["results"][1]["checks"] = []
+    with open(reports[1], "w") as f:
+        json.dump(stripped, f)
+    assert merge.main([*reports, "--feedback", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "(shard 1/3) lacks what a feedback page shows" in err and \
+        "is missing each case's name, passed and detail" in err, err
+    assert not out.exists()
+    assert merge.main([*reports, "--json", str(tmp_path / "m.json")]) == 0  # the rest of the merge needs no cases
+
+
 # --- The merge of hand-made shard reports -------------------------------------------------------------------------
 
 def _env(gpu):
@@ -231,6 +394,14 @@ def test_merged_timings_judge_ties_and_gpu_models_are_ranked_apart(tmp_path, cap
     assert [(r.split(",")[0], H100 in r, A100 in r) for r in csv_rows] == [
         ("course/alice.py", True, False), ("course/bob.py", True, False), ("course/carol.py", False, True),
         ("course/dave.py", False, True), ("course/erin.py", True, False)]
+
+
+def test_merged_feedback_pages_name_the_environment_each_was_graded_in(tmp_path, capsys):
+    paths = _hand_made(tmp_path)
+    assert merge.main([*paths, "--feedback", str(tmp_path / "feedback")]) == 0
+    for student, gpu in (("alice", H100), ("bob", H100), ("carol", A100), ("dave", A100), ("erin", H100)):
+        page = (tmp_path / "feedback" / student / "vector_add" / "vector_add.html").read_text()
+        assert f"Graded on {_env(gpu)['fingerprint']}." in page, student
 
 
 def test_one_gpu_model_is_one_leaderboard(tmp_path):

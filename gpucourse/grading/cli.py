@@ -68,7 +68,9 @@ leaderboard (--leaderboard board.md or board.html, may be given twice): the pass
 measured speed (GPU; ties within the noise shown as =N).
 feedback (--feedback DIR): a page per graded submission to hand back, as nbgrader's feedback/ folder:
 DIR/<student>/<assignment, else the exercise>/<exercise>.html (every case with its verdict, the checker's text and
-hints), and DIR/index.html listing them; names made safe for file names. Pages from earlier batches are kept.
+hints, and for a failed case a picture of where its output is wrong), and DIR/index.html listing them; names made safe
+for file names. Pages from earlier batches are kept. `gpucourse grade merge SHARD.json ... --feedback DIR` writes the
+same pages from the shards' reports.
 """
 
 

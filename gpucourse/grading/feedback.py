@@ -6,7 +6,8 @@ submission (the assignment is nbgrader's, else the exercise's id) and ``DIR/inde
 what the JSON report holds for that submission: the status, score and message, the flags, and every case with its
 verdict (PASS/FAIL) and the checker's text, its ``hint:`` lines highlighted; the speed where one was measured, and
 beside it the Nsight Compute summary of the timed call where ``--profile`` made one; and a footer saying what the
-statuses mean.
+statuses mean. ``gpucourse grade merge SHARD.json ... --feedback DIR`` (merge.py) writes the same pages from the
+shards' JSON reports, which hold all of it.
 
 A page is one self-contained file: no script, no external stylesheet, font or image, and a content security policy
 that allows none. Everything on it that comes from the submission or the checker (messages quote the student's
@@ -14,14 +15,15 @@ exceptions, tracebacks and source lines; names come from paths a student control
 characters shown as escapes (``leaderboard.html_text``). File and folder names are made of the student's and the
 assignment's names by :func:`safe_name`, which keeps them inside DIR: ``../../etc`` becomes one plain folder name.
 
-Pictures of where an output is wrong are not drawn here, because the report does not carry what they are drawn from.
-The checker's evidence, a ``compare.WhereMap`` (``checker.CaseResult.where``, drawn by drawing.py in a notebook), is
-computed in the grader's process by ``checker.evaluate`` in ``grader._converse`` and dropped when the case becomes a
-``{"name", "passed", "detail"}`` check; the submission is never re-run to draw one. To draw them, the grader would
-keep that map on each failed check of the report (say ``"where": {"shape", "block", "slice", "n_right", "n_wrong",
-"n_never", "codes": rows of ints (at most compare.MAX_SIDE per side, already pooled), "past_end": [offsets]}``, a
-change to the JSON report's schema, which tests/test_grader.py pins), and this module would draw it inline, as a
-table or an SVG of coloured cells with drawing.py's COLOURS and NAMES (no matplotlib, no image file).
+A failed case whose report carries the checker's map of where its output is wrong (``check["where"]``, the
+checker's ``compare.WhereMap`` as report.where_field keeps it: pooled to at most report.WHERE_SIDE cells per side)
+gets a picture of it, drawn inline as an SVG of coloured cells with drawing.py's colours and names, and a legend
+with the exact counts: a strip of the elements (wrapped into rows) for a 1-D output, the last two dimensions for a
+larger one, the writes past the end after the last element. Nothing is fetched: the page's content security policy
+allows no image, and needs none. The map is read as untrusted (a merged shard is a file someone could edit): its
+sizes, counts and codes are checked against each other before anything is drawn, and a map that fails is shown as a
+line saying so, never drawn and never quoted. The batch grader's maps mark no writes past the end: its worker sends a
+copy of the output, without the guard band after it (the case's text says what was written there).
 """
 from __future__ import annotations
 
@@ -31,8 +33,11 @@ import os
 import re
 import urllib.parse
 
-from . import gradebook
+from . import gradebook, guards
+from .compare import NEVER, NONE, PAST, RIGHT, WRONG, block_for
+from .drawing import COLOURS, NAMES
 from .leaderboard import html_text
+from .report import WHERE_PAST, WHERE_SIDE
 
 INDEX = "index.html"
 NAME_CHARS = 80  # a file or folder name made from a student's name is cut to this many characters
@@ -55,7 +60,8 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;
         ".hint{background:#fff3b0;font-weight:bold}.case{margin:1em 0;padding-left:.6em;border-left:4px solid #ccc}"
         ".case.pass{border-color:#2a2}.case.fail{border-color:#c22}.verdict{font-weight:bold;margin-right:.5em}"
         ".pass .verdict,.passed{color:#171}.fail .verdict,.failed,.error,.timeout,.crashed{color:#b11}"
-        "footer{margin-top:2em;color:#555;font-size:.9em}")
+        ".where{display:block;margin:.4em 0}.legend span{margin-right:1.2em;white-space:nowrap}"
+        ".legend svg{vertical-align:middle;margin-right:.3em}footer{margin-top:2em;color:#555;font-size:.9em}")
 
 
 def safe_name(text: str, limit: int = NAME_CHARS) -> str:
@@ -87,8 +93,174 @@ def _detail(detail: str) -> str:
 def _case(check: dict) -> str:
     passed = bool(check.get("passed"))
     verdict, kind = ("PASS", "pass") if passed else ("FAIL", "fail")
+    picture = _where(check["where"]) if not passed and "where" in check else ""
     return (f"<section class=\"case {kind}\"><h3><span class=\"verdict\">{verdict}</span>"
-            f"{html_text(check.get('name', '?'))}</h3>{_detail(check.get('detail', ''))}</section>")
+            f"{html_text(check.get('name', '?'))}</h3>{_detail(check.get('detail', ''))}{picture}</section>")
+
+
+# The picture of a failed case's where map (report.where_field's form): at most DRAWN_SIDE cells per side (a map
+# with writes past the end may need more: pooled again, a cell showing its worst element), a 1-D strip wrapped into
+# rows of WRAP cells, each cell a square of at most CELL_PX pixels in a picture at most PICTURE_PX wide. Each row's
+# runs of one code are one piece of a path: a picture takes about 1-2 KB of the page, about 16 KB at most (1,024
+# cells of alternating codes, as many runs).
+DRAWN_SIDE, WRAP = 64, 64
+CELL_PX, PICTURE_PX = 16, 640
+MAX_NDIM, MAX_NUMEL = 16, 2**62  # a larger output in a map read from a report: malformed (torch's sizes are int64)
+
+
+class _Malformed(ValueError):
+    """A where map that does not hold together; its text names the field."""
+
+
+def _ints(value, field: str, n_max: int, lo: int, hi: int) -> list:
+    """``value`` when it is a list of at most ``n_max`` ints (not bools) in [lo, hi]; else _Malformed(field)."""
+    if not isinstance(value, list) or len(value) > n_max or \
+            not all(type(v) is int and lo <= v <= hi for v in value):
+        raise _Malformed(field)
+    return value
+
+
+def _checked(w) -> dict:
+    """``w`` (a report's ``check["where"]``) with its fields checked against each other: the shape and its number of
+    elements, the counts adding up to it, the slice inside the shape, the codes (compare's RIGHT, WRONG, NEVER) as
+    many as the shape pooled by the block gives, at most report.WHERE_SIDE per side, the offsets past the end inside
+    the guard band and no more than counted. _Malformed naming the first field that is not right."""
+    if not isinstance(w, dict):
+        raise _Malformed("not a mapping")
+    shape = _ints(w.get("shape"), "shape", MAX_NDIM, 1, MAX_NUMEL)
+    numel = 1
+    for s in shape:
+        numel *= s
+        if numel > MAX_NUMEL:
+            raise _Malformed("shape")
+    one_d = len(shape) <= 1
+    block = _ints(w.get("block"), "block", 2, 1, MAX_NUMEL)
+    index = _ints(w.get("slice"), "slice", MAX_NDIM, 0, MAX_NUMEL)
+    if len(block) != (1 if one_d else 2):
+        raise _Malformed("block")
+    if len(index) != max(0, len(shape) - 2) or any(i >= s for i, s in zip(index, shape)):
+        raise _Malformed("slice")
+    counts = {k: _ints([w.get(k)], k, 1, 0, MAX_NUMEL)[0] for k in ("n_right", "n_wrong", "n_never", "n_past")}
+    if counts["n_right"] + counts["n_wrong"] + counts["n_never"] != numel:
+        raise _Malformed("counts")
+    if one_d:
+        sides, most = [1, -(-(shape[0] if shape else 1) // block[0])], WHERE_SIDE * WHERE_SIDE
+    else:
+        sides, most = [-(-shape[-2] // block[0]), -(-shape[-1] // block[1])], WHERE_SIDE
+    codes = w.get("codes")
+    if max(sides) > most or not isinstance(codes, list) or len(codes) != sides[0]:
+        raise _Malformed("codes")
+    for row in codes:
+        if len(_ints(row, "codes", sides[1], RIGHT, NEVER)) != sides[1]:
+            raise _Malformed("codes")
+    past = _ints(w.get("past_end"), "past_end", min(WHERE_PAST, counts["n_past"]), 0, guards.GUARD - 1)
+    return {"shape": shape, "block": block, "slice": index, "codes": codes, "past": past, **counts}
+
+
+def _pool(grid: list, per: tuple) -> list:
+    """``grid`` (rows of codes) pooled by ``per`` cells along (rows, columns): a cell takes the largest code among
+    them, as compare.pool does; rows may be of different lengths."""
+    if per == (1, 1):
+        return grid
+    out = []
+    for top in range(0, len(grid), per[0]):
+        band = grid[top:top + per[0]]
+        width = max(len(r) for r in band)
+        out.append([max(c for r in band for c in r[left:left + per[1]]) if any(len(r) > left for r in band)
+                    else NONE for left in range(0, width, per[1])])
+    return out
+
+
+def _grid(m: dict) -> tuple:
+    """(rows of codes to draw, the row in cells where the output's memory ends or None, notes): a 1-D output's strip
+    with its writes past the end after the last element, wrapped into rows of WRAP cells; a larger output's map
+    with, below its last row, the rows that its writes past the end would fill (drawn when the map shows the last
+    slice, as drawing.py does)."""
+    shape, block, past = m["shape"], m["block"], m["past"]
+    if len(shape) <= 1:
+        n, b = (shape[0] if shape else 1), block[0]
+        cells = list(m["codes"][0])
+        for at in ((n + off) // b for off in past):
+            cells += [NONE] * (at + 1 - len(cells))
+            cells[at] = PAST
+        more = block_for(len(cells), WRAP * DRAWN_SIDE)
+        cells = _pool([cells], (1, more))[0]
+        grid = [cells[i:i + WRAP] for i in range(0, len(cells), WRAP)]
+        notes = [f"output of {n:,} element{'s' if n != 1 else ''}"]
+        if len(grid) > 1:
+            notes.append(f"wrapped into rows of {WRAP * b * more:,} elements")
+        if b * more > 1:
+            notes.append(f"a cell is {b * more:,} elements, coloured by its worst")
+        return grid, None, notes
+    rows, cols = shape[-2:]
+    grid = [list(r) for r in m["codes"]]
+    notes = [f"output {'x'.join(map(str, shape))}"]
+    if m["slice"]:
+        which = "the first with a wrong element" if m["n_wrong"] + m["n_never"] else "the last"
+        notes.append(f"slice [{', '.join(map(str, m['slice']))}, :, :], {which}")
+    last = all(i == s - 1 for i, s in zip(m["slice"], shape[:-2]))
+    end = None
+    if past and last:
+        for off in past:
+            at_r, at_c = (rows + off // cols) // block[0], (off % cols) // block[1]
+            grid += [[NONE] * len(grid[0]) for _ in range(at_r + 1 - len(grid))]
+            grid[at_r][at_c] = PAST
+        notes.append("below the line: memory after the output's last element, in rows of its width")
+    elif past:
+        notes.append(f"{m['n_past']:,} element(s) written past the end of the last slice, not drawn here")
+    more = (block_for(len(grid), DRAWN_SIDE), block_for(len(grid[0]), DRAWN_SIDE))
+    grid = _pool(grid, more)
+    if past and last:
+        end = rows / (block[0] * more[0])
+    per = (block[0] * more[0], block[1] * more[1])
+    if per != (1, 1):
+        notes.append(f"a cell is {per[0]:,}x{per[1]:,} elements, coloured by its worst")
+    return grid, end, notes
+
+
+def _svg(grid: list, end) -> str:
+    """The cells of ``grid`` as an inline SVG, one path per colour made of each row's runs of a code; a line at row
+    ``end`` (in cells) where the output's memory ends."""
+    rows, cols = len(grid), max(len(r) for r in grid)
+    px = max(2, min(CELL_PX, PICTURE_PX // cols))
+    runs: dict = {code: [] for code in (RIGHT, WRONG, NEVER, PAST)}
+    for y, row in enumerate(grid):
+        x = 0
+        while x < len(row):
+            stop = x
+            while stop < len(row) and row[stop] == row[x]:
+                stop += 1
+            if row[x] != NONE:
+                runs[row[x]].append(f"M{x} {y}h{stop - x}v1h{x - stop}z")
+            x = stop
+    paths = "".join(f"<path fill=\"{COLOURS[c]}\" d=\"{''.join(d)}\"/>" for c, d in runs.items() if d)
+    line = (f"<line x1=\"0\" y1=\"{end:g}\" x2=\"{cols}\" y2=\"{end:g}\" stroke=\"#000000\" stroke-width=\"2\" "
+            f"vector-effect=\"non-scaling-stroke\"/>" if end is not None else "")
+    return (f"<svg class=\"where\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{cols * px}\" height=\"{rows * px}\" "
+            f"viewBox=\"0 0 {cols} {rows}\" preserveAspectRatio=\"none\" shape-rendering=\"crispEdges\" role=\"img\" "
+            f"aria-label=\"where the output is wrong\"><rect width=\"{cols}\" height=\"{rows}\" "
+            f"fill=\"{COLOURS[NONE]}\" stroke=\"#888888\" vector-effect=\"non-scaling-stroke\"/>{paths}{line}</svg>")
+
+
+def _where(w) -> str:
+    """The picture of a failed case's where map, its notes above and its legend (each category's colour, name and
+    exact count) below; a line saying why not where the map is malformed."""
+    try:
+        m = _checked(w)
+    except _Malformed as exc:
+        return (f"<p>The picture of where the output is wrong is not shown: this case's map in the report is "
+                f"malformed ({html_text(str(exc))}).</p>")
+    grid, end, notes = _grid(m)
+    counts = {RIGHT: m["n_right"], WRONG: m["n_wrong"], NEVER: m["n_never"]}
+    if m["n_past"]:
+        counts[PAST] = m["n_past"]
+    if len(m["past"]) < m["n_past"] and (len(m["shape"]) <= 1 or end is not None):
+        notes.append(f"the first {len(m['past'])} of the writes past the end are drawn")
+    keys = "".join(f"<span><svg width=\"12\" height=\"12\" aria-hidden=\"true\"><rect width=\"12\" height=\"12\" "
+                   f"fill=\"{COLOURS[c]}\" stroke=\"#888888\"/></svg>{html.escape(NAMES[c])}: {n:,}</span>"
+                   for c, n in counts.items())
+    return (f"<p>Where the output is wrong ({html_text('; '.join(notes))}):</p>{_svg(grid, end)}"
+            f"<p class=\"legend\">{keys}</p>")
 
 
 def _perf(perf: dict) -> str:
@@ -225,7 +397,9 @@ def write(report: dict, entries: list, directory: str) -> list:
 
     ``entries``: the batch's ``gradebook.Entry`` list, whose files (``gradebook.to_grade``) are the report's results,
     in that order; they name the student and the assignment. An ambiguous student's files, each graded, get a page
-    each, named after the file. Returns the pages written (paths under ``directory``), in the report's order."""
+    each, named after the file. A page names the environment its result was graded in: the result's own where it has
+    one (a merge of shards graded in different environments, merge.py), else the report's. Returns the pages written
+    (paths under ``directory``), in the report's order."""
     exercise = str(report["exercise"])
     results = report["results"]
     paths = gradebook.to_grade(entries)
@@ -252,7 +426,8 @@ def write(report: dict, entries: list, directory: str) -> list:
             target = os.path.join(directory, relative)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "w", encoding="utf-8") as f:
-                f.write(page(r, exercise, shown.get(path, e.student), assignment, report.get("environment")))
+                f.write(page(r, exercise, shown.get(path, e.student), assignment,
+                             r.get("environment") or report.get("environment")))
             out.append(target)
             written.append({"student": shown.get(path, e.student), "assignment": assignment, "page": relative,
                             "status": r["status"], "score": float(r["score"])})

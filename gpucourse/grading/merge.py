@@ -1,17 +1,25 @@
 """``gpucourse grade merge SHARD.json [SHARD.json ...] [--json PATH] [--csv PATH] [--gradebook PATH] [--summary PATH]
-[--leaderboard PATH ...] [--points P]``: the class's outputs from the JSON reports of the N shards of one batch
-(``gpucourse grade ... --shard K/N --json PATH``, shards.py), as one machine grading the whole class writes them.
+[--leaderboard PATH ...] [--feedback DIR] [--points P]``: the class's outputs from the JSON reports of the N shards of
+one batch (``gpucourse grade ... --shard K/N --json PATH``, shards.py), as one machine grading the whole class writes
+them.
 
 The shards' results and students are joined in the class's order (each shard's students record their place in it),
 and the existing writers write the outputs: report.write_json and write_csv, gradebook.write (an assignment's
-through gradebook.assignment_book), summary.write, leaderboard.write. An assignment's shards wrote one report per
-exercise (``0-vector_add.json``...): give them all; the gradebook has a row per student, the other outputs are
-written per exercise (``--json r.json`` -> ``r-vector_add.json``), as ``gpucourse grade`` does.
+through gradebook.assignment_book), summary.write, leaderboard.write, feedback.write. An assignment's shards wrote one
+report per exercise (``0-vector_add.json``...): give them all; the gradebook has a row per student, the other outputs
+are written per exercise (``--json r.json`` -> ``r-vector_add.json``; the feedback pages into the one DIR, exercise
+after exercise), as ``gpucourse grade`` does.
+
+Feedback: a page shows what the JSON report holds of a submission (status, score, message, flags, every case's verdict
+and checker text with its hints, the speed, the ``--profile`` summary), so the merged pages are a one-machine run's,
+byte for byte, but for the date on DIR/index.html; where the shards ran in different environments, each page names
+the one its submission was graded in.
 
 Refused (exit 2, before anything is written), with a message saying what is wrong: a file that is not a shard's
 report, shards of different exercises or assignments or of a different N, a shard given twice or missing, a student
 in two shards, shards that saw different classes, and shards graded at different isolation levels, unless
-``--allow-process-isolation`` accepts the process-level results for points, as it does for ``gpucourse grade``.
+``--allow-process-isolation`` accepts the process-level results for points, as it does for ``gpucourse grade``; with
+``--feedback``, a shard whose results lack what a page shows (``page_detail``), and a DIR that is a file.
 
 Speed: the leaderboard ranks the merged list, so ties are judged among all the class's timings, not per shard. A
 timing is only comparable on the GPU model it was measured on, and each shard's report names its device: where the
@@ -25,7 +33,7 @@ import json
 import os
 import sys
 
-from . import batch, gradebook, leaderboard, sandbox, summary
+from . import batch, feedback, gradebook, leaderboard, sandbox, summary
 from .report import write_csv, write_json
 
 
@@ -52,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--leaderboard", metavar="PATH", action="append", default=[],
                     help="write a leaderboard page (.md Markdown, .html HTML), one table per GPU model; may be given "
                          "twice")
+    ap.add_argument("--feedback", metavar="DIR",
+                    help="write a self-contained HTML page per graded submission, to hand back to its student, as "
+                         "DIR/<student>/<assignment>/<exercise>.html, and DIR/index.html listing them, as gpucourse "
+                         "grade --feedback does")
     ap.add_argument("--points", type=float, default=gradebook.DEFAULT_POINTS, metavar="P",
                     help=f"the gradebook's max points per student (default {gradebook.DEFAULT_POINTS:g})")
     ap.add_argument("--allow-process-isolation", action="store_true",
@@ -159,6 +171,36 @@ def _students(shards: list, of: str) -> None:
                          for p, r in shards)
         raise MergeError(f"the shards{of} saw different classes ({said}): grade every shard from the same "
                          f"submissions")
+
+
+# What a feedback page shows of a result (feedback.page), and of each of its cases.
+PAGE_FIELDS = {"submission": str, "status": str, "score": (int, float), "message": str, "checks": list, "flags": list}
+CASE_FIELDS = ("name", "passed", "detail")
+
+
+def page_detail(shards: list, of: str = "") -> None:
+    """MergeError naming the shard whose report lacks what ``--feedback``'s pages show: each result's submission,
+    status, score, message, flags and cases (each with its name, verdict and the checker's text), its results being
+    its students' files in order, as feedback.write pairs them."""
+    for path, r in shards:
+        where = f"{_name(path, r)}{of}"
+        results = r["results"]
+        if not all(isinstance(res, dict) for res in results):
+            raise MergeError(f"{where}: its \"results\" are not a report's: --feedback cannot write their pages")
+        files = gradebook.to_grade([_entry(d) for d in r["entries"]])
+        if [res.get("submission") for res in results] != files:
+            raise MergeError(f"{where}: its results are not its students' files (\"entries\") in order, so no "
+                             f"feedback page can be given its student: merge the report its shard wrote")
+        for res in results:
+            lacks = [k for k, kind in PAGE_FIELDS.items() if not isinstance(res.get(k), kind)]
+            cases = res.get("checks") if isinstance(res.get("checks"), list) else []
+            if any(not isinstance(c, dict) or any(k not in c for k in CASE_FIELDS) for c in cases):
+                lacks.append("each case's " + ", ".join(CASE_FIELDS[:-1]) + " and " + CASE_FIELDS[-1])
+            if lacks:
+                raise MergeError(f"{where} lacks what a feedback page shows: its result for "
+                                 f"{gradebook.printable(res.get('submission'))} is missing {', '.join(lacks)}; "
+                                 f"re-grade that shard (gpucourse grade ... --shard K/N --json PATH) and merge its "
+                                 f"new report, or merge without --feedback")
 
 
 def _isolation(shards: list, allow: bool) -> tuple:
@@ -292,9 +334,19 @@ def main(argv=None) -> int:
     for out in [args.json, args.csv, args.gradebook, args.summary, *args.leaderboard]:
         if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
             return _usage_error(f"{gradebook.printable(out)}: its folder does not exist")
+    if args.feedback and os.path.exists(args.feedback) and not os.path.isdir(args.feedback):
+        return _usage_error(f"--feedback {gradebook.printable(args.feedback)} is a file: name a folder")
     try:
         workbook, ids, groups = plan(load(args.shards))
+        if args.feedback:
+            for ex in ids:
+                page_detail(groups[ex], f" (exercise {ex})" if workbook else "")
         merged = [(ex, *join(groups[ex], args.allow_process_isolation)) for ex in ids]
+        for ex, report, entries in merged if args.feedback else []:
+            if [r["submission"] for r in report["results"]] != gradebook.to_grade(entries):
+                raise MergeError(f"the shards' results{' of exercise ' + ex if workbook else ''} do not join into "
+                                 f"their students' files in the class's order (a file graded for two students?), "
+                                 f"so no feedback page can be given its student: merge without --feedback")
     except MergeError as exc:
         return _usage_error(str(exc))
     standing = merged[0][1]["standing"]
@@ -327,6 +379,10 @@ def main(argv=None) -> int:
         for page in args.leaderboard:
             write_leaderboard(report, out(page), names)
             print(f"gpucourse grade merge: leaderboard {p(out(page))}", file=sys.stderr)
+        if args.feedback:
+            pages = feedback.write(report, entries, args.feedback)
+            print(f"gpucourse grade merge: feedback: {len(pages)} page{'s' if len(pages) != 1 else ''} in "
+                  f"{p(args.feedback)}, listed in {feedback.INDEX}", file=sys.stderr)
         s = class_summary(report, entries)
         path = out(args.summary or (summary.path_beside(args.gradebook) if args.gradebook else None))
         if path:

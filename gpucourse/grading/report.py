@@ -6,7 +6,16 @@ import csv
 import dataclasses
 import json
 
-from . import checker, process
+from . import checker, compare, process
+
+# A failed case's where map in the report (:func:`where_field`), which a feedback page draws (feedback.py): the
+# checker's compare.WhereMap, whose codes may hold compare.MAX_SIDE**2 (1 Mi) cells, pooled further to at most
+# WHERE_SIDE cells per side of a 2-D map, or WHERE_SIDE**2 cells of a 1-D one, and its first WHERE_PAST offsets
+# written past the end. write_json's indent puts each code on a line of its own, 19 bytes at its depth, so a failed
+# case's map takes at most about 1,024 x 19 B + WHERE_PAST x 21 B + the rest, 21 KB (tests/test_feedback.py measures
+# the worst case): a class of 300 students failing 6 cases each adds under 40 MB to the report.
+WHERE_SIDE = 32
+WHERE_PAST = 32
 
 
 @dataclasses.dataclass
@@ -17,7 +26,8 @@ class Result:
     status: str
     score: float
     message: str
-    checks: list[dict] = dataclasses.field(default_factory=list)  # [{"name", "passed", "detail"}], one per step
+    # [{"name", "passed", "detail"}], one per step; a failed case with a where map also has "where" (where_field)
+    checks: list[dict] = dataclasses.field(default_factory=list)
     flags: list[str] = dataclasses.field(default_factory=list)  # for a human to look at; never the verdict
     seconds: float = 0.0
     timing: str = ""  # how its speed was timed: "alone on GPU 0", "not timed (CPU mode)"...
@@ -30,6 +40,26 @@ class Result:
         if self.perf is not None:  # only where a speed was measured: the leaderboard reads it
             d["perf"] = self.perf
         return d
+
+
+def where_field(where: compare.WhereMap) -> dict:
+    """The report's form of a failed case's where map (``check["where"]``), plain JSON values: ``shape`` of the
+    output, ``slice`` (the leading indices of the 2-D slice drawn, for a 3-D or larger output), ``block`` (elements
+    per cell along each dimension of ``codes``), the exact counts ``n_right``, ``n_wrong``, ``n_never`` and
+    ``n_past`` (elements written past the end), ``codes``: rows of compare's codes (a 1-D output: one row), pooled to
+    at most WHERE_SIDE per side (a cell holds the largest code among its elements, as compare.pool does), and
+    ``past_end``: the first WHERE_PAST offsets written past the end."""
+    codes = where.codes
+    if codes.dim() == 1:
+        more = (compare.block_for(codes.numel(), WHERE_SIDE * WHERE_SIDE),)
+    else:
+        more = (compare.block_for(codes.shape[0], WHERE_SIDE), compare.block_for(codes.shape[1], WHERE_SIDE))
+    pooled = compare.pool(codes, more)
+    past = [] if where.past_end is None else [int(i) for i in where.past_end[:WHERE_PAST].tolist()]
+    return {"shape": [int(s) for s in where.shape], "slice": [int(i) for i in where.slice],
+            "block": [int(b) * m for b, m in zip(where.block, more)], "n_right": int(where.n_right),
+            "n_wrong": int(where.n_wrong), "n_never": int(where.n_never), "n_past": where.n_past,
+            "codes": [pooled.tolist()] if pooled.dim() == 1 else pooled.tolist(), "past_end": past}
 
 
 def first_failure(checks: list, limit: int = 300) -> str:

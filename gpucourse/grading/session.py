@@ -11,7 +11,7 @@ from .. import device as _device
 from . import checker, gpulock, launches, protocol
 from .outcome import Outcome, meta_problem
 from .progress import trace
-from .report import Result
+from .report import Result, where_field
 
 
 def checked_reply(msg: dict, nonce: str, kinds: tuple) -> dict:
@@ -184,8 +184,11 @@ def _compared_case(talk: _Conversation, index: int, case, seed: int, all_ops: di
     passed = verdict.passed and not not_output
     if not passed and checker.drawn_note(ex, case):
         problems = problems + [checker.drawn_note(ex, case)]
-    result.checks.append({"name": case.name, "passed": passed,
-                          "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}" for h in verdict.hints])})
+    check = {"name": case.name, "passed": passed,
+             "detail": "ok" if passed else "\n".join(problems + [f"hint: {h}" for h in verdict.hints])}
+    if not passed and verdict.where is not None:  # where the output is wrong, for its feedback page to draw
+        check["where"] = where_field(verdict.where)
+    result.checks.append(check)
     return False
 
 
