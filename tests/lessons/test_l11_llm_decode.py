@@ -143,7 +143,8 @@ def test_fused_weights_give_the_same_logits_and_int4_weights_decode_as_their_own
     b = model.forward_static(fw, cfg, prompt, pos, model.StaticCache.empty(cfg))
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     # int4 (tinygemm's CPU twin: the lesson kernel's interpreter run is covered by tests/test_quant_kit.py)
-    bw = bench._cast(fw, torch.bfloat16)
+    bw = model.cast_weights(fw, torch.bfloat16)
+    assert bw["layers"][1]["wqkv"].dtype == torch.bfloat16 and fw["layers"][1]["wqkv"].dtype == torch.float32
     qw = model.quantize_weights(bw, backend="tinygemm")
     assert model.weight_bytes_read(qw) < model.weight_bytes_read(bw) / 3
     logits = model.forward_static(qw, cfg, prompt, pos, model.StaticCache.empty(cfg, dtype=torch.bfloat16))
@@ -300,10 +301,13 @@ def test_recorded_values_are_the_promoted_bench_run():
     from gpucourse.lessons.l11_llm_decode import recorded
 
     doc = recorded.load()
-    assert set(doc) == set(recorded.KEYS) and doc.sources[0]["file"] == recorded.SOURCE
+    assert set(doc) == set(recorded.KEYS) and [s["file"] for s in doc.sources] == [recorded.SOURCE, recorded.REPEAT]
     with open(os.path.join(ROOT, recorded.SOURCE)) as f:
         run = json.load(f)
-    assert recorded.promote_values(run) == dict(doc)
+    with open(os.path.join(ROOT, recorded.REPEAT)) as f:
+        repeat = json.load(f)
+    assert recorded.promote_values(run, repeat) == dict(doc)
+    assert set(doc["repeat"]) == {r["step"] for r in repeat["ladder"]} and doc["repeat"]["compiled"] > 0
     assert doc.environment == recorded.promote_environment(run) and doc.environment["transformers"]
     assert [r["step"] for r in doc["ladder"]] == list(recorded.LADDER_STEPS)
     assert [r["step"] for r in doc["peers"]] == list(recorded.PEER_STEPS)

@@ -136,7 +136,7 @@ def _int4_step(a, name: str, cfg, w, prompt) -> dict:
     step: lesson 07's GEMV in a CUDA graph (``int4_graphs``) or tinygemm compiled (``int4_compiled``)."""
     n, runs = a.new_tokens, a.runs
     if w["embed"].dtype == torch.float32:
-        w = _cast(w, torch.bfloat16)
+        w = model.cast_weights(w, torch.bfloat16)
     backend = "lesson" if name == "int4_graphs" else "tinygemm"
     qw = model.quantize_weights(model.fuse_weights(w), backend=backend)
     ref = decode.eager_dynamic(qw, cfg, prompt, n, runs=1, warmup=0, margins=True)
@@ -150,11 +150,6 @@ def _int4_step(a, name: str, cfg, w, prompt) -> dict:
     if name == "int4_compiled":
         out["setup_and_compile_s"] = time.perf_counter() - t0 - sum(r.all_seconds)
     return out
-
-
-def _cast(w: dict, dtype) -> dict:
-    return dict(w, **{k: v.to(dtype) for k, v in w.items() if isinstance(v, torch.Tensor)},
-                layers=[{k: v.to(dtype) for k, v in lw.items()} for lw in w["layers"]])
 
 
 def _ladder_step(a, name: str) -> dict:

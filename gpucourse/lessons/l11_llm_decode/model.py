@@ -273,6 +273,15 @@ def quantize_weights(weights: dict, backend: str = "lesson", group_size: int = I
     return dict(weights, layers=layers, head=q(weights["embed"]))
 
 
+def cast_weights(weights: dict, dtype) -> dict:
+    """The same weights in ``dtype`` (a new dict; tensors converted, int4 weights left as they are)."""
+    def cast(v):
+        return v.to(dtype) if isinstance(v, torch.Tensor) else v
+
+    return dict({k: cast(v) for k, v in weights.items() if k != "layers"},
+                layers=[{k: cast(v) for k, v in lw.items()} for lw in weights["layers"]])
+
+
 def weight_bytes_read(weights: dict) -> int:
     """Bytes of weights one decode step reads: every matrix of the layers and the head (int4 weights: packed values
     and scales), the norms, and one embedding row."""

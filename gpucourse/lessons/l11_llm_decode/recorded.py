@@ -29,6 +29,7 @@ KEYS = {
             "margin_at_divergence, near_tie} (tokens against the int4 model's own eager loop)",
     "peers": "transformers' generate() on the same weights: rows of {step, cache, tokens_per_s, fraction_of_floor, "
              "first_divergence}",
+    "repeat": "the same benchmark on a second H100 machine: {step: tokens_per_s} (eager steps measure the host)",
     "profile": "one decode step under torch.profiler, before (eager) and after (compiled, replayed from a CUDA graph), "
                "per token: {before, after: {window_us, gpu_busy_us, gpu_idle_fraction, gpu_events}, kernels_after: "
                "{category: {kernels, us}}}",
@@ -85,9 +86,10 @@ def split_kv_ratios(doc: curated.Recorded | None = None) -> dict:
 # The promote step: the benchmark's run -> the curated file. The run's layout appears here only.
 
 SOURCE = "benchmarks/results/h100-l11-bench.json"
+REPEAT = "benchmarks/results/h100-l11-bench-run2.json"  # the same command on another H100 machine
 
 
-def promote_values(run: dict) -> dict:
+def promote_values(run: dict, repeat: dict | None = None) -> dict:
     """The curated values from the benchmark run's document (``bench.main``'s JSON)."""
     rows = {r["step"]: r for r in run["ladder"]}
     missing = [s for s in (*LADDER_STEPS, *INT4_STEPS, *PEER_STEPS) if s not in rows or "tokens_per_s" not in rows[s]]
@@ -113,6 +115,7 @@ def promote_values(run: dict) -> dict:
             "int4": [dict(row(s), backend=steps[s]["backend"], weight_bytes=steps[s]["weight_bytes"])
                      for s in INT4_STEPS],
             "decode_attention": kernel,
+            "repeat": {r["step"]: r["tokens_per_s"] for r in (repeat or {}).get("ladder", []) if "tokens_per_s" in r},
             "profile": {"before": steps["profile"]["before"], "after": steps["profile"]["after"],
                         "kernels_after": steps["profile"]["kernels_after"]["categories"]}}
 
@@ -131,7 +134,10 @@ def promote() -> str:
 
     with open(os.path.join(ROOT, SOURCE)) as f:
         run = json.load(f)
-    return curated.promote(LESSON, promote_values(run), KEYS, [curated.source(SOURCE)], promote_environment(run))
+    with open(os.path.join(ROOT, REPEAT)) as f:
+        repeat = json.load(f)
+    return curated.promote(LESSON, promote_values(run, repeat), KEYS, [curated.source(SOURCE), curated.source(REPEAT)],
+                           promote_environment(run))
 
 
 if __name__ == "__main__":
