@@ -114,6 +114,21 @@ def test_decoder_equals_transformers_llama_on_the_same_weights():
     torch.testing.assert_close(ours, theirs.float(), rtol=1e-4, atol=1e-4)
 
 
+def test_generate_gives_the_eager_loops_tokens_in_float32():
+    """Where transformers is installed: generate() with its default (growing) cache, greedy, in float32, decodes the
+    eager loop's 128 tokens after a 384-token prompt, the benchmark's context (so a GPU divergence in bf16 is the
+    arithmetic's, not the model's)."""
+    pytest.importorskip("transformers")
+    cfg = model.Config.tiny(max_seq=512)
+    w = model.make_weights(cfg, "cpu", torch.float32)
+    prompt = decode.make_prompt(cfg, 384)
+    ref = decode.eager_dynamic(w, cfg, prompt, 128)
+    hf = hf_peer.hf_model(cfg, w, torch.float32, "cpu")
+    with torch.inference_mode():
+        out = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=128, do_sample=False)
+    assert decode.first_divergence(ref.tokens, out[:, 384:]) is None
+
+
 # -- the ladder ------------------------------------------------------------------------------------------------------
 
 
