@@ -392,6 +392,10 @@ def test_kernel_categories_and_the_breakdown_per_token():
     assert list(b["categories"]) == ["matmul (GEMV)", "other fused kernels (norms, RoPE, SiLU, adds)"]
     assert b["categories"]["matmul (GEMV)"] == {"kernels": 2, "us": 100.0}
     assert b["head"] == {"name": "nvjet_head", "us": 90.0}
+    assert b["by_name"] == [{"name": "nvjet_head", "category": "matmul (GEMV)", "kernels": 1, "us": 90.0},
+                            {"name": "nvjet_a", "category": "matmul (GEMV)", "kernels": 1, "us": 10.0},
+                            {"name": "triton_poi_fused_add_0", "category": "other fused kernels (norms, RoPE, SiLU, "
+                                                                          "adds)", "kernels": 1, "us": 2.0}]
     assert analysis.breakdown([], 1)["head"] is None
 
 

@@ -42,10 +42,14 @@ def kernel_category(name: str) -> str:
     return "other"
 
 
+TOP_NAMES, NAME_CHARS = 16, 100  # breakdown's "by_name": the kernels that take the most time, names cut to 100
+
+
 def breakdown(kernels: list, tokens: int = 1) -> dict:
     """Per category, kernels and GPU microseconds per token, from ``kernels`` = [(name, microseconds)] recorded
     over ``tokens`` decode steps; also the longest matmul kernel as ``head`` (for Config.small the output head: it
-    reads vocab x d, about 16 times the largest layer matrix)."""
+    reads vocab x d, about 16 times the largest layer matrix), and ``by_name``: the :data:`TOP_NAMES` kernel names
+    that take the most time, each with its category, kernels and microseconds per token (what to fuse next)."""
     out = {}
     for name, us in kernels:
         c = out.setdefault(kernel_category(name), {"kernels": 0, "us": 0.0})
@@ -55,9 +59,17 @@ def breakdown(kernels: list, tokens: int = 1) -> dict:
         c["kernels"] /= tokens
         c["us"] /= tokens
     mms = [(us, name) for name, us in kernels if kernel_category(name) == "matmul (GEMV)"]
+    names: dict = {}
+    for name, us in kernels:
+        n = names.setdefault(name[:NAME_CHARS], [0, 0.0])
+        n[0] += 1
+        n[1] += us
+    top = sorted(names.items(), key=lambda kv: -kv[1][1])[:TOP_NAMES]
     return {"categories": dict(sorted(out.items(), key=lambda kv: -kv[1]["us"])),
             "kernels_per_token": len(kernels) / tokens, "gpu_us_per_token": sum(us for _, us in kernels) / tokens,
-            "head": None if not mms else {"name": max(mms)[1], "us": max(mms)[0]}}
+            "head": None if not mms else {"name": max(mms)[1], "us": max(mms)[0]},
+            "by_name": [{"name": k, "category": kernel_category(k), "kernels": c / tokens, "us": us / tokens}
+                        for k, (c, us) in top]}
 
 
 def token_profile(weights: dict, config: model.Config, prompt, mode: str = "default",

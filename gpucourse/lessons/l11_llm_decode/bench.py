@@ -41,6 +41,7 @@ import torch
 
 import gpucourse
 from gpucourse import device, dtypes, timing
+from gpucourse.quant import int4_unavailable
 
 from . import analysis, decode, floor, hf_peer, model
 from .decode_attention import decode_attention, default_split
@@ -138,6 +139,9 @@ def _int4_step(a, name: str, cfg, w, prompt) -> dict:
     if w["embed"].dtype == torch.float32:
         w = model.cast_weights(w, torch.bfloat16)
     backend = "lesson" if name == "int4_graphs" else "tinygemm"
+    why = int4_unavailable(backend, w["embed"].dtype, prompt.device)
+    if why:  # e.g. a T4: fp16 activations, which tinygemm does not take
+        return {"skipped": f"int4 ({backend}) cannot run here: {why}"}
     qw = model.quantize_weights(model.fuse_weights(w), backend=backend)
     ref = decode.eager_dynamic(qw, cfg, prompt, n, runs=1, warmup=0, margins=True)
     t0 = time.perf_counter()
@@ -401,6 +405,8 @@ def _table(doc: dict, results: dict) -> str:
                          f"({100 * (1 - p['gpu_idle_fraction']):.0f}%), {p['gpu_events']:.0f} kernels")
     for cat, c in ((prof.get("kernels_after") or {}).get("categories") or {}).items():
         lines.append(f"  {cat}: {c['kernels']:.0f} kernels, {c['us']:,.1f} us")
+    for k in ((prof.get("kernels_after") or {}).get("by_name") or [])[:8]:
+        lines.append(f"    {k['us']:7,.1f} us {k['kernels']:4.0f} x {k['name'][:90]}")
     kern = results.get("kernel", {})
     if "contexts" in kern:
         for ctx, row in kern["contexts"].items():
