@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 LESSONS_06_10 = ("choose_tile", "fp8_matmul", "gemm_waves", "int4_gemv", "int8_gemv", "pack_int4",
                  "quantize_per_channel", "unpack_int4", "flash_attention", "online_softmax",
-                 "fused_rmsnorm_residual", "read_the_profile", "memory_budget", "ring_all_reduce")
+                 "fused_rmsnorm_residual", "read_the_profile", "memory_budget", "ring_all_reduce",
+                 "decode_attention", "tokens_per_second_floor")
 OUTCOME = re.compile(r"(PASSED|FAILED|SKIPPED|ERROR)\s.*?test_known_submissions_get_their_verdict\[([\w]+)\]")
 
 

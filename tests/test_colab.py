@@ -116,7 +116,8 @@ def test_the_dependencies_are_light_and_lab_and_test_are_extras():
 
 # Import name -> distribution; None: provided by the Jupyter kernel or optional (imported under try).
 _DIST = {"torch": "torch", "triton": "triton", "numpy": "numpy", "matplotlib": "matplotlib",
-         "ipywidgets": "ipywidgets", "gpucourse": None, "IPython": None, "torchao": None}
+         "ipywidgets": "ipywidgets", "gpucourse": None, "IPython": None, "torchao": None,
+         "transformers": None}
 # Kit modules that are tools for the repository, not for the lessons (nbformat, tomli: the notebook generators).
 _DEV_ONLY = {os.path.join("gpucourse", "workbooks.py"), os.path.join("gpucourse", "colab.py")}
 

@@ -26,6 +26,7 @@ ENFORCED = (
     "08_flash_attention",
     "09_compile_profiling",
     "10_training_scale",
+    "11_llm_decode",
 )
 
 
