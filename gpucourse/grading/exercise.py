@@ -128,6 +128,16 @@ class Tolerance:
     atol_scale: float
 
 
+# torch ops that compute attention or its pieces: an attention exercise (lessons 08 and 11) forbids them in the
+# learner's function and finds the reference's time from them.
+ATTENTION_OPS = ("aten.mm", "aten.bmm", "aten.matmul", "aten.addmm", "aten.baddbmm", "aten._softmax", "aten.softmax",
+                 "aten._safe_softmax", "aten._log_softmax", "aten.scaled_dot_product_attention",
+                 "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
+                 "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
+                 "aten._scaled_dot_product_attention_math", "aten._flash_attention_forward",
+                 "aten._efficient_attention_forward", "aten.einsum")
+
+
 # Defaults per output dtype; an exercise may override any of them. fp16/bf16 allow for their 10/7 mantissa bits.
 DEFAULT_TOLERANCE = {
     "float64": Tolerance(1e-9, 1e-9),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from gpucourse import device, dtypes
-from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, between
+from gpucourse.grading.exercise import ATTENTION_OPS, Case, Exercise, Perf, Tolerance, between
 
 STATEMENT = """\
 Write `flash_attention(q, k, v, causal=False)` that returns `softmax(q @ k.transpose(-1, -2) / sqrt(D)) @ v` as a
@@ -46,12 +46,7 @@ scaled_dot_product_attention left to choose its backend (cuDNN's on an H100); th
 """
 
 # torch ops that compute attention or its pieces for you: calling one fails the case.
-_TORCH_ATTENTION = ("aten.mm", "aten.bmm", "aten.matmul", "aten.addmm", "aten.baddbmm", "aten._softmax",
-                    "aten.softmax", "aten._safe_softmax", "aten._log_softmax", "aten.scaled_dot_product_attention",
-                    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
-                    "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
-                    "aten._scaled_dot_product_attention_math", "aten._flash_attention_forward",
-                    "aten._efficient_attention_forward", "aten.einsum")
+_TORCH_ATTENTION = ATTENTION_OPS
 
 
 def _low() -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from gpucourse import device, dtypes
-from gpucourse.grading.exercise import Case, Exercise, Perf, Tolerance, between
+from gpucourse.grading.exercise import ATTENTION_OPS, Case, Exercise, Perf, Tolerance, between
 
 STATEMENT = """\
 Write `decode_attention(q, k_cache, v_cache, seq_len)`: attention of one new query token per sequence against its
@@ -57,12 +57,7 @@ target is 0.7x its speed. At batch 1 only B x Hkv = 8 programs exist without a s
 """
 
 # torch ops that compute attention or its pieces for you: calling one fails the case (lesson 08's list).
-_TORCH_ATTENTION = ("aten.mm", "aten.bmm", "aten.matmul", "aten.addmm", "aten.baddbmm", "aten._softmax",
-                    "aten.softmax", "aten._safe_softmax", "aten._log_softmax", "aten.scaled_dot_product_attention",
-                    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
-                    "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
-                    "aten._scaled_dot_product_attention_math", "aten._flash_attention_forward",
-                    "aten._efficient_attention_forward", "aten.einsum")
+_TORCH_ATTENTION = ATTENTION_OPS
 
 
 def _low() -> str:
