@@ -3,7 +3,7 @@
 asserted against each folder's expected.py), and keep every verdict: on a GPU machine this is the GPU half of the
 rule "the same verdict in both modes for every known submission".
 
-    python benchmarks/known_submissions.py --tag h100 fp8_matmul int8_gemv ...   (default: lessons 06-10's folders)
+    python benchmarks/known_submissions.py --tag h100 fp8_matmul int8_gemv ...   (default: lessons 06-11's folders)
 
 Merges into benchmarks/results/<tag>-known-submissions.json: "runs" (each run's mode, versions, isolation, pytest's
 exit code) and "folders" (per folder, a later run replacing it: its run, pytest's outcome, each submission's status,
@@ -24,10 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-LESSONS_06_10 = ("choose_tile", "fp8_matmul", "gemm_waves", "int4_gemv", "int8_gemv", "pack_int4",
-                 "quantize_per_channel", "unpack_int4", "flash_attention", "online_softmax",
-                 "fused_rmsnorm_residual", "read_the_profile", "memory_budget", "ring_all_reduce",
-                 "decode_attention", "tokens_per_second_floor")
+LESSONS_06_11 = ("choose_tile", "fp8_matmul", "gemm_waves", "int4_gemv", "int8_gemv", "pack_int4", "unpack_int4",
+                 "quantize_per_channel", "flash_attention", "online_softmax", "fused_rmsnorm_residual",
+                 "read_the_profile", "memory_budget", "ring_all_reduce", "decode_attention", "tokens_per_second_floor")
 OUTCOME = re.compile(r"(PASSED|FAILED|SKIPPED|ERROR)\s.*?test_known_submissions_get_their_verdict\[([\w]+)\]")
 
 
@@ -46,7 +45,7 @@ def verdicts(graded: dict) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folders", nargs="*", default=list(LESSONS_06_10))
+    ap.add_argument("folders", nargs="*", default=list(LESSONS_06_11))
     ap.add_argument("--tag", default="cpu")
     ap.add_argument("-n", "--workers", type=int, default=3, help="pytest-xdist workers (each grades with --jobs 2)")
     args = ap.parse_args()

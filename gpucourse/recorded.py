@@ -86,7 +86,12 @@ def source(rel: str, root: str | None = None) -> dict:
     def git(*args):
         return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True).stdout.strip()
 
-    commit = git("log", "-1", "--follow", "--diff-filter=AM", "--format=%h", "--", rel)
+    found = git("log", "-1", "--follow", "--diff-filter=AM", "--format=%h", "--name-only", "--", rel).splitlines()
+    commit = found[0] if found else ""
+    if commit and git("rev-parse", f"{commit}:{found[-1]}") != git("rev-parse", f"HEAD:{rel}"):
+        # --follow took another file of similar text for this one's earlier self (two runs of one benchmark): the
+        # commit that last changed this path itself, then
+        commit = git("log", "-1", "--diff-filter=AM", "--format=%h", "--", rel)
     if not commit:
         blob = git("hash-object", rel)
         commit = git("log", "-1", "--format=%h", f"--find-object={blob}") if blob else ""

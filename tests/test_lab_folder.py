@@ -281,3 +281,30 @@ def test_benchmarks_stays_the_products_few_scripts():
     total = sum(counts.values())
     print(f"benchmarks/*.py: {total} lines ({', '.join(f'{k} {v}' for k, v in counts.items())})")
     assert total <= BENCHMARKS_MAX_LINES, f"benchmarks/ has {total} lines; explorations belong in lab/"
+
+
+def test_a_source_names_the_commit_of_its_own_contents_not_a_look_alikes(tmp_path):
+    """git's --follow can take a new file for a copy of a similar one (a second run of one benchmark): the source is
+    then the commit that added the new file; a file moved since keeps the commit that last changed its contents."""
+    from gpucourse import recorded as curated
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    run = {"runs": [{"step": f"s{i}", "tokens_per_s": 100.0 + i} for i in range(40)]}
+    (tmp_path / "run1.json").write_text(json.dumps(run, indent=1))
+    git("add", "-A")
+    git("commit", "-qm", "run 1")
+    first = git("rev-parse", "--short", "HEAD")
+    run["runs"][0]["tokens_per_s"] = 50.0  # a second run: nearly the same text
+    (tmp_path / "run2.json").write_text(json.dumps(run, indent=1))
+    git("add", "-A")
+    git("commit", "-qm", "run 2")
+    second = git("rev-parse", "--short", "HEAD")
+    assert curated.source("run2.json", root=str(tmp_path))["commit"] == second
+    assert curated.source("run1.json", root=str(tmp_path))["commit"] == first
+    git("mv", "run1.json", "moved.json")
+    git("commit", "-qm", "move")
+    assert curated.source("moved.json", root=str(tmp_path))["commit"] == first
