@@ -110,12 +110,13 @@ def test_time_gpu_right_passes():
 
 
 def test_time_gpu_one_stretched_measurement_is_measured_again():
-    calls = []
+    seen = []  # the work of each case (the judge passes one function to every attempt of a case)
 
-    def stretched_once(fn, *args, reps=10):  # right, except that every other measurement reads 3x long
-        calls.append(fn)
+    def stretched_once(fn, *args, reps=10):  # right, except that each case's first measurement reads 3x long
+        first = not any(f is fn for f in seen)
+        seen.append(fn)
         ms = time_gpu_right(fn, *args, reps=reps)
-        return ms * 3 if len(calls) % 2 else ms
+        return ms * 3 if first else ms
 
     v = _verdict("time_gpu", stretched_once)
     assert v["status"] == "passed", v["result"].report()
