@@ -350,7 +350,7 @@ def test_notebook_runs_in_jupyterlab(lab, rel):
             problems.append(f"a dialog is open: {page.locator('.jp-Dialog').first.inner_text()[:200]!r}")
         for c in cells:
             for e in c["errors"]:
-                problems.append(f"cell {c['cell']}: {e[:300]}")
+                problems.append(f"cell {c['cell']}: {e[:1200]}")
                 first_bad = c["cell"] if first_bad is None else first_bad
         unrun = [c["cell"] for c in cells if c["source"] and c["count"] is None]
         if unrun and ran == "done":

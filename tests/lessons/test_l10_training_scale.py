@@ -3,6 +3,7 @@ and judge: sums on 2-4 gloo ranks, collectives caught, deadlock as a timeout), t
 accumulation, one torchrun task end to end, and the recorded-run loader. tests/test_known_submissions.py grades the
 known submissions of memory_budget and ring_all_reduce through the batch grader."""
 import math
+import subprocess
 
 import pytest
 import torch
@@ -123,6 +124,49 @@ def test_torchrun_tensor_parallel_task_on_two_gloo_ranks():
     res = launch.torchrun("tp")
     assert res["world"] == 2 and res["max_abs_diff"] < 1e-5
     assert res["weight_bytes_per_rank"] < 0.51 * res["weight_bytes_unsplit"]
+
+
+def _fake_torchrun(monkeypatch, outcomes):
+    """launch.torchrun with subprocess.run replaced: each call takes the next (exit code, stderr, write the result?)."""
+    calls = []
+
+    def run(cmd, **kw):
+        code, err, write = outcomes[len(calls)]
+        calls.append(cmd)
+        if write:
+            with open(cmd[cmd.index("--out") + 1], "w") as f:
+                f.write('{"world": 2}')
+        return subprocess.CompletedProcess(cmd, code, "", err)
+    monkeypatch.setattr(launch.subprocess, "run", run)
+    return calls
+
+
+NOISE = ("x.py:178: UserWarning: Converting a tensor with requires_grad=True to a scalar\n  float(t)\n"
+         "Traceback (most recent call last):\n  File \"dist_run.py\", line 70\n")
+GLOO = "[rank1]: RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4711"
+ELASTIC = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\ndist_run FAILED\n"
+
+
+def test_torchrun_failure_names_the_ranks_exception_after_one_retry(monkeypatch, capsys):
+    calls = _fake_torchrun(monkeypatch, [(1, NOISE + GLOO + "\n" + ELASTIC, False)] * 2)
+    with pytest.raises(RuntimeError) as e:
+        launch.torchrun("tp")
+    assert len(calls) == 2
+    first_line = str(e.value).splitlines()[0]
+    assert first_line == "torchrun tp failed (exit 1): " + GLOO.split(": ", 1)[1]
+    assert "failed once, exit 1: RuntimeError: [../gloo" in capsys.readouterr().out
+
+
+def test_torchrun_teardown_failure_after_every_rank_finished_keeps_the_result(monkeypatch, capsys):
+    calls = _fake_torchrun(monkeypatch, [(1, GLOO + "\n" + ELASTIC, True)])
+    assert launch.torchrun("tp") == {"world": 2} and len(calls) == 1
+    assert "every rank finished, then the teardown failed: RuntimeError: [../gloo" in capsys.readouterr().out
+
+
+def test_torchrun_success_without_a_result_file_is_a_failure(monkeypatch):
+    _fake_torchrun(monkeypatch, [(0, "", False)] * 2)
+    with pytest.raises(RuntimeError, match="torchrun tp failed \\(exit 0\\): no output"):
+        launch.torchrun("tp")
 
 
 def test_recorded_run_is_labelled_or_absent(capsys):

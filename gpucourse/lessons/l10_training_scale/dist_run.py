@@ -63,14 +63,14 @@ def main() -> None:
         args.precision = M.mixed_precision(say=rank == 0) if dev.type == "cuda" else "bf16"
     try:
         res = TASKS[args.task](rank, world, dev, backend, args)
-        if rank == 0:
+        dist.barrier()  # every rank finished its task, and none tears down while another still talks to it
+        if rank == 0:  # so the result file exists only when all ranks got this far (launch.torchrun relies on it)
             res.update(task=args.task, world=world, backend=backend, device=str(dev),
                        device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
                        torch=torch.__version__)
             with open(args.out + ".part", "w") as f:
                 json.dump(res, f)
             os.replace(args.out + ".part", args.out)
-        dist.barrier()  # no rank tears down while another still talks to it
     finally:
         dist.destroy_process_group()
 

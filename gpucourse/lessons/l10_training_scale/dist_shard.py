@@ -174,7 +174,8 @@ def task_tp(rank, world, dev, backend, args) -> dict:
     want = F.linear(F.gelu(F.linear(x, ref[0], ref[1])), ref[2], ref[3])
     mesh = init_device_mesh(dev.type, (world,))
     parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    got = mlp(x)  # fc1's columns and fc2's rows split across ranks; one all-reduce of (4, 64, d) at the end
+    with torch.no_grad():
+        got = mlp(x)  # fc1's columns and fc2's rows split across ranks; one all-reduce of (4, 64, d) at the end
     out = {"d": d, "max_abs_diff": float((got - want).abs().max()),
            "weight_bytes_per_rank": local_bytes(mlp.parameters()),
            "weight_bytes_unsplit": sum(p.numel() * p.element_size() for p in ref),

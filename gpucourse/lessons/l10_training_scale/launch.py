@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,15 +42,29 @@ def torchrun(task: str, nproc: int = 2, args: tuple = (), timeout: float = 600, 
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "gpucourse.lessons.l10_training_scale.dist_run", task, "--out", out, *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        if proc.returncode != 0 and retry:
-            # Rarely, on a loaded CPU, a gloo rank aborts while the group is torn down; say so and run it again.
-            print(f"(torchrun {task} failed once, exit {proc.returncode}; running it again)")
+        if proc.returncode != 0 and os.path.exists(out):
+            # dist_run writes the file after a barrier that every rank passed with its task done, so what failed was
+            # the teardown (on a loaded CPU a gloo rank may abort while the group is destroyed): the result stands.
+            print(f"(torchrun {task}: every rank finished, then the teardown failed: {why_failed(proc)})")
+        elif proc.returncode != 0 and retry:
+            print(f"(torchrun {task} failed once, exit {proc.returncode}: {why_failed(proc)}; running it again)")
             return torchrun(task, nproc, args, timeout, retry=False)
-        if proc.returncode != 0 or not os.path.exists(out):
+        elif proc.returncode != 0 or not os.path.exists(out):
             tail = (proc.stdout + proc.stderr)[-3000:]
-            raise RuntimeError(f"torchrun {task} failed (exit {proc.returncode}):\n{tail}")
+            raise RuntimeError(f"torchrun {task} failed (exit {proc.returncode}): {why_failed(proc)}\n{tail}")
         with open(out) as f:
             return json.load(f)
+
+
+def why_failed(proc: subprocess.CompletedProcess) -> str:
+    """The first exception a rank raised, from a failed torchrun's output (before torchrun's own ChildFailedError
+    summary and any warnings), or its last line."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    for line in lines:
+        m = re.match(r"^(?:\[rank\d+\]:?\s*)?([\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", line.strip())
+        if m and "ChildFailedError" not in line and "Warning" not in line:
+            return m.group(1)[:400]
+    return lines[-1][:400] if lines else "no output"
 
 
 def recorded(world: int = 2) -> dict | None:
