@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from gpucourse.grading.exercise import get
-from gpucourse.grading import batch, checker, flags, grader, process, protocol, report, sandbox, staging
+from gpucourse.grading import batch, checker, flags, grader, guards, process, protocol, report, sandbox, staging
 from gpucourse.grading.outcome import Outcome
 from gpucourse.grading import cli as grader_cli
 
@@ -98,6 +98,20 @@ def test_a_failed_cases_map_in_the_report_counts_what_its_text_says(graded):
         (row,) = w["codes"]
         assert len(row) == -(-numel // w["block"][0]) <= report.WHERE_SIDE ** 2 and set(row) <= {0, 2}
         assert row[-1] == 2 and row[0] == 0  # compare.NEVER at the tail, compare.RIGHT before it
+
+
+def test_writes_past_the_end_are_in_the_reports_map(graded):
+    """The worker reads the guard band after an output the submission allocated (its own memory, sent without the
+    band), so the batch report's map counts what the text counts: wrong_unmasked_empty_like.py stores every lane of
+    its one block, from the end of its output on."""
+    _, report_, _, _ = graded
+    (r,) = [r for r in report_["results"] if r["submission"].endswith("wrong_unmasked_empty_like.py")]
+    past = [c for c in r["checks"] if "past the end" in c["detail"]]
+    assert len(past) == len(r["checks"])
+    for c in past:
+        n = int(re.search(r"wrote (\d+) element\(s\) past the end", c["detail"]).group(1))
+        assert c["where"]["n_past"] == n > 0, c
+        assert c["where"]["past_end"] == list(range(min(n, report.WHERE_PAST)))
 
 
 def test_failed_checks_say_which_case(graded):
@@ -434,7 +448,12 @@ def test_forged_result_fields_are_malformed_not_a_grader_error():
     del missing_out["out"]
     forged = [missing_out, _result_msg(out={"number": "x"}), _result_msg(triton_launches={"add_kernel": "many"}),
               _result_msg(cuda_launches=[1, 2]), _result_msg(ops={"aten.add": "x"}),
-              _result_msg(buffers_after=torch.zeros(3)), _result_msg(out2={"number": torch.zeros(2)})]
+              _result_msg(buffers_after=torch.zeros(3)), _result_msg(out2={"number": torch.zeros(2)}),
+              _result_msg(past_end=[guards.GUARD]), _result_msg(past_end=[-1]), _result_msg(past_end=[3, 1]),
+              _result_msg(past_end=[1, 1]), _result_msg(past_end=[True]), _result_msg(past_end=torch.zeros(2)),
+              _result_msg(past_end=list(range(guards.GUARD + 1)))]
+    assert grader._outcome(_result_msg(past_end=[0, 2]), 2).past_end.tolist() == [0, 2]
+    assert grader._outcome(_result_msg(past_end=[]), 2).past_end is None
     for msg in forged:
         with pytest.raises(protocol.Malformed):
             grader._outcome(msg, 2)
@@ -598,12 +617,13 @@ def test_a_raised_message_is_the_exception_line_not_the_tracebacks_last_line():
 def test_a_message_that_would_take_long_to_decode_is_refused_before_decoding():
     """Torch's weights-only unpickler is pure Python: a message of millions of tiny objects would be decoded for
     minutes, past --timeout. The channel refuses a pickle over MAX_PICKLE bytes (its tensors' data are separate
-    records), compressed records and too many records before decoding, so decoding ends within a second or two."""
+    records), compressed records and too many records before decoding, so decoding ends within a second or two. Timed in
+    this process's CPU seconds, which a busy machine does not stretch (wall-clock seconds failed under load)."""
     slow = protocol.encode({"type": "result", "junk": list(range(2_000_000))})
-    t0 = time.monotonic()
+    t0 = time.process_time()
     with pytest.raises(protocol.Malformed, match="a pickle of"):
         protocol.decode(slow[protocol.HEADER.size:])
-    assert time.monotonic() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     many = protocol.encode({"type": "result", "t": [torch.zeros(1) for _ in range(protocol.MAX_RECORDS + 1)]})
     with pytest.raises(protocol.Malformed, match="records in one message"):
         protocol.decode(many[protocol.HEADER.size:])
@@ -619,9 +639,9 @@ def test_a_message_that_would_take_long_to_decode_is_refused_before_decoding():
     # The largest pickle allowed, made of the cheapest objects to send and the dearest to decode, decodes fast.
     worst = protocol.encode({"type": "result", "junk": [[] for _ in range(protocol.MAX_PICKLE // 6)]})
     assert len(worst) < protocol.MAX_PICKLE + 4096
-    t0 = time.monotonic()
+    t0 = time.process_time()
     protocol.decode(worst[protocol.HEADER.size:])
-    assert time.monotonic() - t0 < 5.0  # about 0.3 s on an idle 2-core machine
+    assert time.process_time() - t0 < 5.0  # about 0.3 s on an idle 2-core machine
 
 
 def test_the_default_time_limit_leaves_room_for_the_interpreter(monkeypatch):
@@ -1145,7 +1165,7 @@ def test_read_stack_is_bounded_and_never_blocks():
         protocol.nonblocking(r)
         t0 = time.monotonic()
         assert grader._read_stack(r, wait=0.1) == ""  # nothing written (a submission that cancelled the dump)
-        assert time.monotonic() - t0 < 2
+        assert time.monotonic() - t0 < 10  # a blocking read would never return
         protocol.nonblocking(w)
         written = 0
         try:

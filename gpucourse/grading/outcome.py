@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from . import compare, protocol
+from . import compare, guards, protocol
 
 
 class Opaque:
@@ -68,6 +68,7 @@ class Outcome:
     course_launches: dict[str, int] = dataclasses.field(default_factory=dict)
     overruns: list[str] = dataclasses.field(default_factory=list)
     aliasing: list[str] = dataclasses.field(default_factory=list)
+    past_end: torch.Tensor | None = None  # compare.past_end_writes(out), read by the worker beside the guard band
 
     @classmethod
     def from_message(cls, msg: dict, n_args: int) -> Outcome:
@@ -88,7 +89,8 @@ class Outcome:
                        cuda_launches=counts(msg.get("cuda_launches")), ops=counts(msg.get("ops")),
                        uses=counts(msg.get("uses")), course_launches=counts(msg.get("course_launches")),
                        overruns=[str(s) for s in list(msg.get("overruns") or [])[:10]],
-                       aliasing=[str(s) for s in list(msg.get("aliasing") or [])[:10]])
+                       aliasing=[str(s) for s in list(msg.get("aliasing") or [])[:10]],
+                       past_end=past_end(msg.get("past_end")))
         except (KeyError, TypeError, ValueError, RuntimeError, OverflowError) as exc:
             raise protocol.Malformed(f"unreadable result ({type(exc).__name__})") from None
 
@@ -100,6 +102,17 @@ class Outcome:
 
     def get(self, key: str, default=None):
         return getattr(self, key) if key in _FIELDS else default
+
+
+def past_end(value) -> torch.Tensor | None:
+    """The worker's offsets written past the end of the output: distinct ints in [0, guards.GUARD), ascending, or
+    None; anything else is protocol.Malformed (only a submission that writes to the channel sends it)."""
+    if value is None:
+        return None
+    if type(value) is not list or len(value) > guards.GUARD or \
+            any(type(i) is not int or not 0 <= i < guards.GUARD for i in value) or value != sorted(set(value)):
+        raise protocol.Malformed("unreadable offsets past the end")
+    return torch.tensor(value, dtype=torch.int64) if value else None
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Outcome))

@@ -348,7 +348,8 @@ def main(argv=None) -> int:
                               triton_launches=outcome["triton_launches"], cuda_launches=outcome["cuda_launches"],
                               ops=outcome["ops"], overruns=outcome["overruns"], uses=outcome["uses"],
                               course_launches=outcome["course_launches"],
-                              aliasing=outcome["aliasing"])
+                              aliasing=outcome["aliasing"],
+                              past_end=outcome["past_end"].tolist() if outcome["past_end"] is not None else None)
             except BaseException as exc:  # noqa: BLE001
                 flush()
                 reply("raised", index=msg["index"], exc_type=type(exc).__name__,
