@@ -21,7 +21,8 @@ products), so the tokens can be compared with the eager loop's.
 ``--check`` (CPU, the Triton interpreter, Config.tiny in float32): every kernel against its torch counterpart and the
 fused forward's logits and greedy tokens against ``forward_static``. On a GPU (Config.small, bf16, context 512 by
 default): each GEMV against ``F.linear`` and a copy of the same bytes, then tokens/s of the fused step in a CUDA graph
-against the lesson's graphs and compiled steps in the same run, with the floor. Prints JSON; ``--out FILE`` too.
+against the lesson's graphs and compiled steps in the same run (compiled also with inductor's
+coordinate-descent tuning, as gpt-fast compiles), with the floor. Prints JSON; ``--out FILE`` too.
 Usage: python lab/explore_decode_layer.py [--check] [--context 512] [--new 128] [--out FILE]
 """
 from __future__ import annotations
@@ -272,6 +273,12 @@ def bench(context: int, n_new: int) -> dict:
         steps["fused_graphs"] = s.loop("fused_graphs", decode._capture(s.step), n_new, 3, 1)
     steps["graphs_split_kv"] = decode.graphs(w, c, prompt, n_new, runs=3, warmup=1, attention="split_kv")
     steps["compiled"] = decode.compiled(w, c, prompt, n_new, runs=3, warmup=1)
+    # gpt-fast compiles with inductor's coordinate-descent tuning of each generated kernel's launch parameters
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    with inductor_config.patch(coordinate_descent_tuning=True):
+        steps["compiled_coordinate_descent"] = decode.compiled(w, c, prompt, n_new, runs=3, warmup=1)
     out["steps"] = {k: {"tokens_per_s": r.tokens_per_s, "agreement": decode.near_tie(ref, r.tokens)}
                     for k, r in steps.items()}
     out["bytes_per_token"] = floor.bytes_per_token(c, context)

@@ -835,7 +835,8 @@ def test_prebuilds_run_ahead_of_the_grading_slots(monkeypatch):
     assert at[("prebuild", "s1.py")] < at[("graded worker", "s0.py")] + 0.2  # compiled while s0 was graded
     for i in range(3, 6):  # no more than 1 + 2 ahead of the slot
         assert at[("prebuild", f"s{i}.py")] >= at[("graded worker", f"s{i - 3}.py")], log
-    assert wall < 2.4, f"{wall:.2f} s: the slot waited for compiles (serial: 3.0 s, pipelined: about 1.5 s)"
+    # serial takes at least 3.0 s of sleeps; pipelined about 1.5 s idle, so 2.9 leaves a loaded machine 1.4 s
+    assert wall < 2.9, f"{wall:.2f} s: the slot waited for compiles (serial: 3.0 s, pipelined: about 1.5 s)"
 
 
 def test_how_many_compile_at_once_is_jobs_or_the_environments(monkeypatch):
