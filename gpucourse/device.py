@@ -75,6 +75,20 @@ def _autotune_in_interpreter() -> None:
     cls._gpucourse_first_config = True
 
 
+def _bf16_in_interpreter() -> None:
+    """CPU mode: Triton's interpreter computes bfloat16 on the raw 16-bit patterns (``x * y + x`` gives garbage) and
+    truncates float32 -> bf16 casts; make it compute bf16 in float32 and round to nearest even, as a GPU does
+    (:mod:`gpucourse.grading.interpreter_bf16`, which the checker installs too). Does nothing without Triton or with
+    an interpreter laid out otherwise."""
+    try:
+        from triton.runtime import interpreter as interp
+
+        from .grading import interpreter_bf16
+        interpreter_bf16.install(interp, interpreter_bf16.MARK)
+    except Exception:  # noqa: BLE001 - no Triton, or another interpreter: bf16 stays as that Triton computes it
+        return
+
+
 def select_mode(mode: str | None = None) -> str:
     """Choose GPU or CPU mode and prepare Triton for it. Returns the mode.
 
@@ -102,6 +116,7 @@ def select_mode(mode: str | None = None) -> str:
             )
         os.environ["TRITON_INTERPRET"] = "1"
         _autotune_in_interpreter()
+        _bf16_in_interpreter()
     elif _mode == "cpu" and "triton" in sys.modules:
         raise ImportOrderError(
             "CPU mode was already selected and Triton is loaded in interpreter mode; restart the kernel to switch "

@@ -64,6 +64,35 @@ def test_kernels_run_in_the_interpreter_after_import_gpucourse():
     assert r.stdout.strip() == "[0.0, 2.0, 4.0, 6.0, 8.0]"
 
 
+BF16_KERNEL = """
+    import torch, triton, triton.language as tl
+    @triton.jit
+    def k(X, Y, Z, W, N: tl.constexpr):
+        o = tl.arange(0, N)
+        x = tl.load(X + o)
+        tl.store(Z + o, x * tl.load(Y + o) + x)  # bf16 arithmetic
+        tl.store(W + o, (x.to(tl.float32) * 1.00390625).to(tl.bfloat16))  # a cast that must round to nearest
+    x = torch.tensor([1.5, 2.0, -3.0, 0.1], dtype=torch.bfloat16)
+    y = torch.tensor([2.0, 0.5, 1.0, 10.0], dtype=torch.bfloat16)
+    z, w = torch.empty_like(x), torch.empty_like(x)
+    k[(1,)](x, y, z, w, N=4)
+    print(torch.equal(z, x * y + x), torch.equal(w, (x.float() * 1.00390625).bfloat16()))
+"""
+
+
+def test_cpu_mode_computes_bf16_in_the_interpreter_as_a_gpu_does():
+    """Triton's interpreter computes bf16 on raw 16-bit patterns (x * y + x gave garbage) and truncates casts; in
+    CPU mode ``import gpucourse`` installs the checker's fix, so a learner's own call of a bf16 kernel computes what
+    torch (and a GPU, and the checker) computes. Without it, both comparisons are False."""
+    r = run_python("import gpucourse\n" + textwrap.dedent(BF16_KERNEL), GPUCOURSE_MODE="cpu")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
+    raw = run_python(textwrap.dedent(BF16_KERNEL), TRITON_INTERPRET="1")  # the interpreter as Triton ships it
+    if raw.returncode == 0 and raw.stdout.split() == ["True", "True"]:
+        pytest.skip("this Triton's interpreter computes bf16 right by itself")
+    assert raw.returncode == 0 and raw.stdout.split() != ["True", "True"], raw.stderr
+
+
 def test_bad_mode_value_is_rejected():
     r = run_python("import gpucourse", GPUCOURSE_MODE="tpu")
     assert r.returncode != 0 and "GPUCOURSE_MODE='tpu'" in r.stderr

@@ -41,7 +41,7 @@ from . import interpreter_bf16
 RULE = ("a Triton kernel's body may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would "
         "not compile)")
 RAN = "; in CPU mode Triton's interpreter runs the body as Python, so the call was stopped here"
-_MARK = "__gpucourse_interpreter__"
+_MARK = interpreter_bf16.MARK
 # Modules whose functions, classes and objects a kernel body may not refer to (by the top package name).
 COMPUTE_PACKAGES = frozenset(("torch", "numpy", "ctypes", "_ctypes", "cffi", "scipy", "jax", "jaxlib", "cupy",
                               "numba", "pandas", "sys", "importlib", "builtins", "gc", "inspect", "operator"))
