@@ -308,6 +308,22 @@ def test_bench_budget_and_child_time_limit(tmp_path):
     assert len(res["tokens"][0]) == 8 and res["tokens_per_s"] > 0
 
 
+def test_a_model_too_large_for_the_gpu_is_skipped_with_its_size(monkeypatch):
+    """On a T4 (15.8 GB) --large's weights (15.0 GB in bf16) leave no room to run: each model step is skipped with
+    the sizes and what to run instead, not started into an out-of-memory error; the bandwidth step and the default
+    model (2.5 GB) still run."""
+    import types
+
+    monkeypatch.setattr(bench.device, "on_gpu", lambda: True)
+    monkeypatch.setattr(bench, "_dtype", lambda a: torch.bfloat16)
+    monkeypatch.setattr(bench.torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=15.8e9))
+    why = bench._skip_reason("compiled", bench._args(["--large"]))
+    assert why.startswith("the model's weights take 15.0 GB in bfloat16, more than this GPU's 15.8 GB"), why
+    assert why.endswith("(Config.large is Llama 3 8B's shape; run without --large)")
+    assert bench._skip_reason("bandwidth", bench._args(["--large"])) is None
+    assert bench._skip_reason("compiled", bench._args([])) is None
+
+
 # -- the recorded H100 run and what the notebook computes from it ----------------------------------------------------
 
 

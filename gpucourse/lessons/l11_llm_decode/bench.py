@@ -299,6 +299,13 @@ def _child(name: str, a, argv: list, limit: float) -> dict:
 def _skip_reason(name: str, a):
     if name in GPU_ONLY and not device.on_gpu():
         return "needs a GPU: skipped in CPU mode"
+    if name not in ("bandwidth", "kernel") and device.on_gpu():
+        cfg = _config(a)
+        need, have = cfg.weight_bytes(_dtype(a)), torch.cuda.get_device_properties(0).total_memory
+        if need > 0.9 * have:  # the weights alone, before the cache and the step's own copies
+            return (f"the model's weights take {need / 1e9:.1f} GB in {str(_dtype(a)).replace('torch.', '')}, more "
+                    f"than this GPU's {have / 1e9:.1f} GB can hold with room to run"
+                    + (" (Config.large is Llama 3 8B's shape; run without --large)" if a.large else ""))
     if name in HF_STEPS and importlib.util.find_spec("transformers") is None:
         return "transformers is not installed here: generate() not measured"
     return None
