@@ -40,6 +40,20 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def _check_args(k: int, group_size, backend: str, device) -> None:
+    """What both constructors refuse before any work: an unknown backend, groups that do not tile K, a backend that
+    cannot run on ``device``, a group size the lesson's kernel does not take."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    if not isinstance(group_size, int) or group_size < 1 or k % group_size:
+        raise ValueError(f"K = {k} is not a multiple of group_size {group_size!r}: every group of K must be whole")
+    why = int4_unavailable(backend, None, device)
+    if why:
+        raise RuntimeError(f"the {backend!r} int4 backend cannot run here: {why}")
+    if backend == "lesson":
+        check_group_size(group_size, k)
+
+
 def int4_unavailable(backend: str, dtype=None, device="cpu") -> str | None:
     """Why :class:`Int4Linear` with ``backend`` cannot run for activations of ``dtype`` on ``device`` (``dtype``
     None: for none of them), or None where it can."""
@@ -73,19 +87,37 @@ class Int4Linear:
         if w.dim() != 2 or not w.is_floating_point():
             raise ValueError(f"w must be a 2-D floating-point weight (N, K), one row per output; got "
                              f"{_dtype_name(w.dtype)} of shape {tuple(w.shape)}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
-        n, k = w.shape
-        if not isinstance(group_size, int) or group_size < 1 or k % group_size:
-            raise ValueError(f"K = {k} is not a multiple of group_size {group_size!r}: every group of K must be whole")
-        why = int4_unavailable(backend, None, w.device)
-        if why:
-            raise RuntimeError(f"the {backend!r} int4 backend cannot run here: {why}")
-        if backend == "lesson":
-            check_group_size(group_size, k)
-        self.shape, self.group_size, self.backend, self.device = (n, k), group_size, backend, w.device
-        q, self.scales = quantize(w, 4, "group", group_size)
-        self.packed = pack_int4(q)
+        _check_args(w.shape[1], group_size, backend, w.device)
+        q, scales = quantize(w, 4, "group", group_size)
+        self._lay_out(pack_int4(q), scales, group_size, backend)
+
+    @classmethod
+    def from_int4(cls, packed: torch.Tensor, scales: torch.Tensor, group_size: int,
+                  backend: str = "lesson") -> Int4Linear:
+        """The layer of a weight already in lesson 07's int4 format (``packed`` (N, K // 2) uint8, float32 ``scales``
+        (N, K // group_size)), laid out for ``backend`` as the constructor lays out its own: lesson 07 times its
+        kernels "as a model runs them" through this, so lesson 11's int4 model runs what lesson 07 measured."""
+        if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8 or packed.dim() != 2:
+            raise ValueError("packed must be a 2-D uint8 tensor (N, K // 2): two int4 values a byte (pack_int4)")
+        n, k = packed.shape[0], 2 * packed.shape[1]
+        _check_args(k, group_size, backend, packed.device)
+        if not isinstance(scales, torch.Tensor) or scales.dtype != torch.float32 or \
+                tuple(scales.shape) != (n, k // group_size):
+            raise ValueError(f"scales must be float32 of shape (N, K // group_size) = {(n, k // group_size)}; got "
+                             f"{getattr(scales, 'dtype', type(scales).__name__)} of shape "
+                             f"{tuple(getattr(scales, 'shape', ()))}")
+        if scales.device != packed.device:
+            raise ValueError(f"packed is on {packed.device} but scales are on {scales.device}")
+        self = cls.__new__(cls)
+        self._lay_out(packed, scales, group_size, backend)
+        return self
+
+    def _lay_out(self, packed: torch.Tensor, scales: torch.Tensor, group_size: int, backend: str) -> None:
+        """Keep the int4 weight and make what ``backend`` reads: tinygemm's format, or on a Hopper GPU (bf16 x) the
+        tile-major copy the tc path reads; the byte count a call reads."""
+        n, k = packed.shape[0], 2 * packed.shape[1]
+        self.shape, self.group_size, self.backend, self.device = (n, k), group_size, backend, packed.device
+        self.packed, self.scales = packed, scales
         self._tiled = self._tg = None
         if backend == "tinygemm":
             inner = next((t for t in (8, 4, 2) if k % (16 * t) == 0), None)
@@ -95,12 +127,12 @@ class Int4Linear:
             self.nbytes = self._tg["w"].numel() * self._tg["w"].element_size() + \
                 self._tg["scales_and_zeros"].numel() * self._tg["scales_and_zeros"].element_size()
             return
-        bf16_x = types.SimpleNamespace(dtype=torch.bfloat16, device=w.device)  # what tc_available reads of an x
+        bf16_x = types.SimpleNamespace(dtype=torch.bfloat16, device=packed.device)  # what tc_available reads of an x
         if configs()["w4_tc_max_m"] >= 1 and tc_available(bf16_x, group_size):
             self._tiled = tile_major(self.packed, self.scales, group_size)
             block_n = min(tc_config(1)["BLOCK_N"], tc_config(TC_ROWS_PREPARED)["BLOCK_N"])
             m_blocks = -(-TC_ROWS_PREPARED // tc_config(TC_ROWS_PREPARED)["MX"])
-            _tile_counters(w.device, -(-n // block_n) * m_blocks)  # made now, not inside a graph capture
+            _tile_counters(packed.device, -(-n // block_n) * m_blocks)  # made now, not inside a graph capture
             self.nbytes = self._tiled.nbytes()
         else:
             self.nbytes = self.packed.numel() + self.scales.numel() * 4

@@ -10,6 +10,7 @@ import gpucourse
 from gpucourse.grading.exercise import DEFAULT_TOLERANCE
 from gpucourse.lessons.l07_quantization import bench, gemv_inputs, measure, quant
 from gpucourse.quant import kernels, packing
+from gpucourse.quant import linear as quant_linear
 from gpucourse.solutions import load_solutions
 
 DEV = gpucourse.torch_device()
@@ -342,8 +343,8 @@ def test_tinygemm_int4_converts_each_weight_once_and_again_after_a_change(monkey
     _, p, s, x = _tinygemm_case(g=64)
     p, s, x = p.to(DEV), s.to(DEV), x.to(DEV)
     calls = []
-    real = measure.tinygemm_weights
-    monkeypatch.setattr(measure, "tinygemm_weights", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = quant_linear.tinygemm_weights  # what Int4Linear.from_int4 converts with
+    monkeypatch.setattr(quant_linear, "tinygemm_weights", lambda *a, **k: calls.append(a) or real(*a, **k))
     a = measure.tinygemm_int4(x, p, s, 64)
     b = measure.tinygemm_int4(x, p, s, 64)
     assert len(calls) == 1 and torch.equal(a, b)
@@ -542,8 +543,8 @@ def test_lesson_int4_lays_each_weight_out_once_and_again_after_a_change(monkeypa
     if kernels.w4a16_path(x, 128) != "tc":
         pytest.skip("no tc path on this GPU (not a Hopper GPU)")
     calls = []
-    real = kernels.tile_major
-    monkeypatch.setattr(kernels, "tile_major", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = quant_linear.tile_major  # what Int4Linear.from_int4 lays the weight out with
+    monkeypatch.setattr(quant_linear, "tile_major", lambda *a, **k: calls.append(a) or real(*a, **k))
     a = measure.lesson_int4(x, p, s, 128)
     b = measure.lesson_int4(x, p, s, 128)
     assert len(calls) == 1 and torch.equal(a, b)
@@ -553,6 +554,25 @@ def test_lesson_int4_lays_each_weight_out_once_and_again_after_a_change(monkeypa
     assert len(calls) == 2 and torch.equal(c, kernels.w4a16_gemv(x, p, s, 128, tc=True)) and not torch.equal(a, c)
     h = x.half()
     assert torch.equal(measure.lesson_int4(h, p, s, 128), kernels.w4a16_gemv(h, p, s, 128)) and len(calls) == 2
+
+
+def test_lesson_int4_is_the_layer_lesson_11_runs():
+    """measure.lesson_int4 and tinygemm_int4 time gpucourse.quant.Int4Linear built from the int4 weight
+    (Int4Linear.from_int4): the same outputs as the layer quantized from the float weight, which refuses an int4
+    weight it cannot read with a message."""
+    w = torch.randn(32, 256, generator=torch.Generator().manual_seed(7)).to(DEV)
+    x = torch.randn(1, 256, generator=torch.Generator().manual_seed(8)).to(torch.bfloat16).to(DEV)
+    layer = quant_linear.Int4Linear(w, group_size=128)
+    assert torch.equal(measure.lesson_int4(x, layer.packed, layer.scales, 128), layer(x))
+    if measure.tinygemm_unavailable(torch.bfloat16, DEV) is None:
+        tg = quant_linear.Int4Linear(w, group_size=128, backend="tinygemm")
+        assert torch.equal(measure.tinygemm_int4(x, tg.packed, tg.scales, 128), tg(x))
+    with pytest.raises(ValueError, match="packed must be a 2-D uint8 tensor"):
+        quant_linear.Int4Linear.from_int4(layer.packed.to(torch.int8), layer.scales, 128)
+    with pytest.raises(ValueError, match=r"scales must be float32 of shape \(N, K // group_size\) = \(32, 2\)"):
+        quant_linear.Int4Linear.from_int4(layer.packed, layer.scales[:, :1], 128)
+    with pytest.raises(ValueError, match="K = 256 is not a multiple of group_size 96"):
+        quant_linear.Int4Linear.from_int4(layer.packed, layer.scales, 96)
 
 
 def test_w4a16_path_is_the_default_the_gemv_takes():

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from gpucourse import device, dtypes
 from gpucourse.progress import progress
 from gpucourse.quant import kernels, packing, symmetric
+from gpucourse.quant.linear import Int4Linear
 from gpucourse.quant.tinygemm import (TINYGEMM_INNER_K_TILES, tinygemm_bytes, tinygemm_mm,  # noqa: F401 (re-exported)
                                       tinygemm_scales_and_zeros, tinygemm_unavailable, tinygemm_weights)
 from gpucourse.timing import copy_gbps, interleaved
@@ -152,26 +153,25 @@ def _prepared(cache: dict, packed, scales, group_size: int, make):
     return hit[3]
 
 
-_TILE_MAJOR: dict = {}
+_LESSON: dict = {}
 _TINYGEMM: dict = {}
 
 
 def lesson_int4(x, packed, scales, group_size: int):
-    """The lesson's int4 GEMV as a model would run it: where it takes the tc path (a Hopper GPU: bf16 x, groups of
-    64 or more; :func:`kernels.w4a16_path`) the weights are made tile-major (:func:`kernels.tile_major`) on the first
-    call for each weight and kept (:func:`_prepared`), then :func:`kernels.w4a16_tiled`; elsewhere
-    :func:`kernels.w4a16_gemv` as it is."""
-    if kernels.w4a16_path(x, group_size) != "tc":
-        return kernels.w4a16_gemv(x, packed, scales, group_size)
-    tiled = _prepared(_TILE_MAJOR, packed, scales, group_size, lambda p, s, g: kernels.tile_major(p, s, g))
-    return kernels.w4a16_tiled(x, tiled)
+    """The lesson's int4 GEMV as a model runs it: the weight laid out once (kept: :func:`_prepared`) as
+    :class:`gpucourse.quant.Int4Linear` lays it out, the layer lesson 11's model uses. Where the tc path runs (a
+    Hopper GPU: bf16 x, groups of 64 or more; :func:`kernels.w4a16_path`) that is a tile-major copy
+    (:func:`kernels.tile_major`) read by :func:`kernels.w4a16_tiled`; elsewhere :func:`kernels.w4a16_gemv` on the
+    packed weight as it is."""
+    return _prepared(_LESSON, packed, scales, group_size, lambda p, s, g: Int4Linear.from_int4(p, s, g))(x)
 
 
 def tinygemm_int4(x, packed, scales, group_size: int):
     """PyTorch's int4 kernel (tinygemm, ``torch._weight_int4pack_mm``) with the int4 GEMVs' arguments: the weight
-    converted to its format on the first call and kept (:func:`tinygemm_weights`, :func:`_prepared`)."""
-    tg = _prepared(_TINYGEMM, packed, scales, group_size, tinygemm_weights)
-    return tinygemm_mm(x, tg)
+    converted to its format on the first call and kept (:func:`_prepared`), as :class:`gpucourse.quant.Int4Linear`
+    converts it (:func:`tinygemm_weights`)."""
+    return _prepared(_TINYGEMM, packed, scales, group_size,
+                     lambda p, s, g: Int4Linear.from_int4(p, s, g, backend="tinygemm"))(x)
 
 
 def _why(exc: BaseException) -> str:
