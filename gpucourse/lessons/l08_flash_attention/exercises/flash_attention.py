@@ -36,8 +36,9 @@ Calling torch's matmul, softmax or scaled_dot_product_attention inside your func
 the memory your call allocates beyond its inputs is measured (torch.cuda.max_memory_allocated, the lower of the
 two calls each case makes; in CPU mode what torch.empty and torch.empty_like hand out): at most 6x the size of q
 plus 128 KiB, which an S×S matrix exceeds in the long case.
-In CPU mode Triton's interpreter gets `tl.dot` on bfloat16 wrong (triton-lang/triton#11584): convert bfloat16
-tiles to float32 before `tl.dot` when `os.environ.get("TRITON_INTERPRET") == "1"`.
+In CPU mode `import gpucourse` makes Triton's interpreter compute bfloat16 as a GPU does (as shipped, it
+multiplies bfloat16 tiles in `tl.dot` as raw bits: triton-lang/triton#11584), so bfloat16 tiles go to `tl.dot` as
+they are; converting them to float32 there first also works.
 Your kernel must compute the answer: a torch compute op (arithmetic, a reduction, a matmul...) on the inputs or
 on anything derived from them (a copy, a view, a buffer your kernel wrote) fails the check, which names it;
 allocating, viewing, copying, casting and filling tensors is fine.

@@ -49,8 +49,9 @@ Reading seq_len on the host (seq_len.max(), .tolist(), int(seq_len[b])) fails th
 scaled_dot_product_attention fails the check too, and so does any torch compute op on the inputs or on anything
 derived from them (a copy, a view, a buffer your kernel wrote); allocating, viewing, copying, casting and filling
 tensors is fine.
-In CPU mode Triton's interpreter gets `tl.dot` on bfloat16 wrong (triton-lang/triton#11584): convert bfloat16
-tiles to float32 before `tl.dot` when `os.environ.get("TRITON_INTERPRET") == "1"`.
+In CPU mode `import gpucourse` makes Triton's interpreter compute bfloat16 as a GPU does (as shipped, it
+multiplies bfloat16 tiles in `tl.dot` as raw bits: triton-lang/triton#11584), so bfloat16 tiles go to `tl.dot` as
+they are; converting them to float32 there first also works.
 On a GPU the check also times your kernels (B 1, Hq 32, Hkv 8, D 64, 8,192 positions, float16) against
 scaled_dot_product_attention with a length-1 query, left to choose its backend (cuDNN's on an H100); the speed
 target is 0.7x its speed. At batch 1 only B x Hkv = 8 programs exist without a split: most of the GPU would idle.
