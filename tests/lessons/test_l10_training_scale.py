@@ -163,6 +163,15 @@ def test_torchrun_teardown_failure_after_every_rank_finished_keeps_the_result(mo
     assert "every rank finished, then the teardown failed: RuntimeError: [../gloo" in capsys.readouterr().out
 
 
+def test_torchrun_failure_names_a_cpp_abort_or_a_signal():
+    abort = ("terminate called after throwing an instance of 'gloo::IoException'\n  what():  [../gloo/transport/"
+             "tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4711\n" + ELASTIC + "  exitcode  : -6 (pid: 7)\n")
+    assert launch.why_failed(subprocess.CompletedProcess([], 1, "", NOISE + abort)) == \
+        "what():  [../gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4711"
+    killed = ELASTIC + "  exitcode  : -9 (pid: 7)\n  error_file: <N/A>\n  traceback : Signal 9 (SIGKILL) received by PID 7\n"
+    assert launch.why_failed(subprocess.CompletedProcess([], 1, "", killed)) == "Signal 9 (SIGKILL) received by PID 7"
+
+
 def test_torchrun_success_without_a_result_file_is_a_failure(monkeypatch):
     _fake_torchrun(monkeypatch, [(0, "", False)] * 2)
     with pytest.raises(RuntimeError, match="torchrun tp failed \\(exit 0\\): no output"):

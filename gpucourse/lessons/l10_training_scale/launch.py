@@ -57,13 +57,19 @@ def torchrun(task: str, nproc: int = 2, args: tuple = (), timeout: float = 600, 
 
 
 def why_failed(proc: subprocess.CompletedProcess) -> str:
-    """The first exception a rank raised, from a failed torchrun's output (before torchrun's own ChildFailedError
-    summary and any warnings), or its last line."""
-    lines = (proc.stdout + proc.stderr).splitlines()
-    for line in lines:
-        m = re.match(r"^(?:\[rank\d+\]:?\s*)?([\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", line.strip())
-        if m and "ChildFailedError" not in line and "Warning" not in line:
-            return m.group(1)[:400]
+    """Why a torchrun failed, from its output: the first exception a rank raised in Python; else a C++ exception
+    that aborted a rank (its ``what():`` line, e.g. gloo's "Connection closed by peer"); else the signal or exit code
+    torchrun reports for the first failed rank; else the last line. Warnings and torchrun's own ChildFailedError are
+    never the answer."""
+    lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines()]
+    patterns = (r"^(?:\[rank\d+\]:?\s*)?([\w.]*(?:Error|Exception|Interrupt)\b:?.*)$",
+                r"^(?:\[rank\d+\]:?\s*)?(what\(\):.*)$",
+                r"^.*?(Signal \d+ \(\w+\) received by PID \d+.*)$", r"^.*?(exitcode\s*:\s*-?\d+.*)$")
+    for pattern in patterns:
+        for line in lines:
+            m = re.match(pattern, line)
+            if m and "ChildFailedError" not in line and "Warning" not in line:
+                return m.group(1)[:400]
     return lines[-1][:400] if lines else "no output"
 
 
