@@ -30,6 +30,8 @@ KEYS = {
     "peers": "transformers' generate() on the same weights: rows of {step, cache, tokens_per_s, fraction_of_floor, "
              "first_divergence}",
     "repeat": "the same benchmark on a second H100 machine: {step: tokens_per_s} (eager steps measure the host)",
+    "repeat_peers": "generate() in that second run: rows of {step, first_divergence, margin_at_divergence} (its tokens "
+                    "against that run's eager loop)",
     "profile": "one decode step under torch.profiler, before (eager) and after (compiled, replayed from a CUDA graph), "
                "per token: {before, after: {window_us, gpu_busy_us, gpu_idle_fraction, gpu_events}, kernels_after: "
                "{category: {kernels, us}}}",
@@ -116,6 +118,8 @@ def promote_values(run: dict, repeat: dict | None = None) -> dict:
                      for s in INT4_STEPS],
             "decode_attention": kernel,
             "repeat": {r["step"]: r["tokens_per_s"] for r in (repeat or {}).get("ladder", []) if "tokens_per_s" in r},
+            "repeat_peers": [{k: r.get(k) for k in ("step", "first_divergence", "margin_at_divergence")}
+                             for r in (repeat or {}).get("ladder", []) if r["step"] in PEER_STEPS],
             "profile": {"before": steps["profile"]["before"], "after": steps["profile"]["after"],
                         "kernels_after": steps["profile"]["kernels_after"]["categories"]}}
 
