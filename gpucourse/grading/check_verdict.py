@@ -112,7 +112,7 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
     where = None
     if problems and isinstance(expected, torch.Tensor) and isinstance(out, torch.Tensor) and \
             compare.dense_problem(out) is None and tuple(out.shape) == tuple(expected.shape):
-        past = outcome.get("past_end", MISSING)  # run_case reads it beside the output; an outcome from elsewhere may not
+        past = outcome.get("past_end", MISSING)  # run_case reads it beside the output; another outcome may not
         where = compare.where_map(out.shape, codes, compare.past_end_writes(out) if past is MISSING else past)
     return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, where=where)
 

@@ -168,7 +168,8 @@ def test_torchrun_failure_names_a_cpp_abort_or_a_signal():
              "tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4711\n" + ELASTIC + "  exitcode  : -6 (pid: 7)\n")
     assert launch.why_failed(subprocess.CompletedProcess([], 1, "", NOISE + abort)) == \
         "what():  [../gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4711"
-    killed = ELASTIC + "  exitcode  : -9 (pid: 7)\n  error_file: <N/A>\n  traceback : Signal 9 (SIGKILL) received by PID 7\n"
+    killed = ELASTIC + ("  exitcode  : -9 (pid: 7)\n  error_file: <N/A>\n"
+                        "  traceback : Signal 9 (SIGKILL) received by PID 7\n")
     assert launch.why_failed(subprocess.CompletedProcess([], 1, "", killed)) == "Signal 9 (SIGKILL) received by PID 7"
 
 
