@@ -78,12 +78,12 @@ def _autotune_in_interpreter() -> None:
 def _bf16_in_interpreter() -> None:
     """CPU mode: Triton's interpreter computes bfloat16 on the raw 16-bit patterns (``x * y + x`` gives garbage) and
     truncates float32 -> bf16 casts; make it compute bf16 in float32 and round to nearest even, as a GPU does
-    (:mod:`gpucourse.grading.interpreter_bf16`, which the checker installs too). Does nothing without Triton or with
+    (:mod:`gpucourse.interpreter_bf16`, which the checker installs too). Does nothing without Triton or with
     an interpreter laid out otherwise."""
     try:
         from triton.runtime import interpreter as interp
 
-        from .grading import interpreter_bf16
+        from . import interpreter_bf16
         interpreter_bf16.install(interp, interpreter_bf16.MARK)
     except Exception:  # noqa: BLE001 - no Triton, or another interpreter: bf16 stays as that Triton computes it
         return

@@ -30,6 +30,9 @@ class CaseResult:
         return f"  FAIL  {self.name}\n{body}"
 
 
+MISSING = object()  # an outcome without "past_end" (one built by hand): read the band from the output
+
+
 def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) -> CaseResult:
     """The verdict for one case, from the pristine inputs, the reference output and what the learner's call did."""
     # Writes out of bounds lead: they are the likely cause of wrong values (a row's spill into the next).
@@ -115,9 +118,6 @@ def evaluate(ex, case, args: list, expected, outcome: dict, device_type: str) ->
         past = outcome.get("past_end", MISSING)  # run_case reads it beside the output; another outcome may not
         where = compare.where_map(out.shape, codes, compare.past_end_writes(out) if past is MISSING else past)
     return CaseResult(name=case.name, passed=not problems, problems=problems, hints=hints, where=where)
-
-
-MISSING = object()
 
 
 def value_hints(ex, case, args: list, expected, out) -> list:

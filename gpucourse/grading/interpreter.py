@@ -21,7 +21,7 @@ that differs from a GPU would otherwise reach the verdict:
    so a right kernel doing bf16 arithmetic got garbage (often told "elements never written"). :func:`install`
    patches the interpreter's builder so a bf16 operand is widened to float32, the op computed there and the result
    rounded back to bf16 to nearest even, as a GPU does; float32 -> bf16 casts round to nearest even too (the
-   interpreter truncated). Those patches are in interpreter_bf16.py.
+   interpreter truncated). Those patches are in gpucourse/interpreter_bf16.py.
 
 Not covered: NumPy reached without any name or attribute above (arrays prepared by the host and handed over in a
 container, combined with operators, which call no function); code that removes torch's modes is caught only when
@@ -35,7 +35,7 @@ import os
 import sys
 import types
 
-from . import interpreter_bf16
+from .. import interpreter_bf16
 
 # First in every message: the grader keeps the first 200 characters of an exception's line.
 RULE = ("a Triton kernel's body may only use Triton (tl.*) operations, not torch or NumPy (on a GPU this kernel would "

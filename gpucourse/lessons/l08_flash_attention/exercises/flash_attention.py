@@ -46,9 +46,6 @@ On a GPU the check also times your kernel (B 4, H 16, S 4096, D 64, float16, not
 scaled_dot_product_attention left to choose its backend (cuDNN's on an H100); the speed target is 0.7x its speed.
 """
 
-# torch ops that compute attention or its pieces for you: calling one fails the case.
-_TORCH_ATTENTION = ATTENTION_OPS
-
 
 def _low() -> str:
     # bfloat16 cases need bf16 tensor cores (Ampere and later); a T4 checks them in float16 instead.
@@ -149,8 +146,8 @@ EXERCISE = Exercise(
     ),
     tolerance={"float16": Tolerance(4e-3, 4e-3), "bfloat16": Tolerance(3e-2, 3e-2)},
     determinism="bitwise",
-    reference_ops=_TORCH_ATTENTION,
-    forbidden_ops=_TORCH_ATTENTION,
+    reference_ops=ATTENTION_OPS,
+    forbidden_ops=ATTENTION_OPS,
     max_extra_bytes=max_extra_bytes,
     hints=hints,
     # The workbook's reference answer ran at 0.86x SDPA's choice (cuDNN) in its check on the course's H100

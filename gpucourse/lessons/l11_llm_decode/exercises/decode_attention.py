@@ -57,9 +57,6 @@ scaled_dot_product_attention with a length-1 query, left to choose its backend (
 target is 0.7x its speed. At batch 1 only B x Hkv = 8 programs exist without a split: most of the GPU would idle.
 """
 
-# torch ops that compute attention or its pieces for you: calling one fails the case (lesson 08's list).
-_TORCH_ATTENTION = ATTENTION_OPS
-
 
 def _low() -> str:
     # bfloat16 cases need bf16 tensor cores (Ampere and later); a T4 checks them in float16 instead.
@@ -199,8 +196,8 @@ EXERCISE = Exercise(
     ),
     tolerance={"float16": Tolerance(4e-3, 4e-3), "bfloat16": Tolerance(3e-2, 3e-2)},
     determinism="bitwise",
-    reference_ops=_TORCH_ATTENTION,
-    forbidden_ops=_TORCH_ATTENTION,
+    reference_ops=ATTENTION_OPS,
+    forbidden_ops=ATTENTION_OPS,
     hints=hints,
     # The lesson's split-KV kernel ran at 1.02x SDPA's choice among backends (cuDNN) at this shape in bf16 on the
     # course's H100 (benchmarks/results/h100-l11-bench.txt); the target leaves a simpler kernel room, as lesson 08's.

@@ -1,12 +1,12 @@
-"""bf16 arithmetic in Triton's interpreter (CPU mode) made to match a GPU's; interpreter.py's :func:`install` calls it.
+"""bf16 arithmetic in Triton's interpreter (CPU mode) made to match a GPU's; ``import gpucourse`` installs it in CPU
+mode (device.select_mode), and the checker's grading/interpreter.py installs it again (idempotent).
 
 The interpreter keeps bfloat16 as raw ``uint16`` bit patterns and computes ``+``, ``*``, comparisons, ``tl.dot``,
 ``tl.max``... on the bits as integers (upstream: the interpreter does not support bf16), so a right kernel doing bf16
 arithmetic got garbage. :func:`install` patches the interpreter's builder so a bf16 operand is widened to float32, the
 op computed there and the result rounded back to bf16 to nearest even, as a GPU does; float32 -> bf16 casts round to
-nearest even too (the interpreter truncated). bf16 atomics and libdevice calls are still done on the bits.
-``import gpucourse`` installs it in CPU mode (device.select_mode), so a learner's own call of a bf16 kernel computes
-what the checker's call computes.
+nearest even too (the interpreter truncated). bf16 atomics and libdevice calls are still done on the bits. Installed
+at import, a learner's own call of a bf16 kernel computes what the checker's call computes.
 """
 from __future__ import annotations
 
