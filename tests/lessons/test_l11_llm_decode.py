@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from gpucourse.lessons.l11_llm_decode import analysis, bench, decode, floor, hf_peer, model
+from gpucourse.lessons.l11_llm_decode import analysis, bench, decode, floor, fused_layer, hf_peer, model
 from gpucourse.lessons.l11_llm_decode.decode_attention import decode_attention, default_split, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -173,6 +173,60 @@ def test_fused_weights_give_the_same_logits_and_int4_weights_decode_as_their_own
                             torch.bfloat16)["near_tie"]
 
 
+# -- the fused layer (section 7): its kernels in Triton's interpreter ------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", [(37, 100), (64, 128), (5, 300)])  # rows and K not multiples of the blocks
+def test_fused_gemv_equals_torch_with_each_prologue_and_epilogue(n, k):
+    torch.manual_seed(n + k)
+    x, norm_w, res = torch.randn(k), torch.rand(k) + 0.5, torch.randn(n)
+    w, w2 = torch.randn(n, k), torch.randn(2 * n, k)
+    h = model.rms_norm(x, norm_w, 1e-5)
+    cases = [(fused_layer.gemv(x, w), w @ x),
+             (fused_layer.gemv(x, w, norm=norm_w), w @ h),
+             (fused_layer.gemv(x, w, residual=res), res + w @ x),
+             (fused_layer.gemv(x, w2, norm=norm_w, gated=True),
+              torch.nn.functional.silu(w2[:n] @ h) * (w2[n:] @ h))]
+    for i, (got, want) in enumerate(cases):
+        assert got.shape == want.shape, i
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=f"case {i}")
+    with pytest.raises(ValueError, match=r"x must be \(100,\)|x must be \(128,\)|x must be \(300,\)"):
+        fused_layer.gemv(x[:-1], w)
+
+
+def test_rope_cache_rotates_q_and_k_and_writes_the_cache_at_the_position():
+    cfg, w = _tiny()
+    fw = model.fuse_weights(w)
+    cache = model.StaticCache.empty(cfg)
+    pos = 11
+    qkv = torch.randn(fw["layers"][0]["wqkv"].shape[0])
+    q = fused_layer.rope_cache(qkv, fw["rope_cos"], fw["rope_sin"], torch.tensor([pos]), cache.k[0][0], cache.v[0][0],
+                               cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+    qw, kw = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    cos, sin = fw["rope_cos"][pos], fw["rope_sin"][pos]
+    want_q = model.rope(qkv[:qw].view(1, cfg.n_heads, 1, -1), cos, sin).view(cfg.n_heads, -1)
+    want_k = model.rope(qkv[qw:qw + kw].view(1, cfg.n_kv_heads, 1, -1), cos, sin).view(cfg.n_kv_heads, -1)
+    torch.testing.assert_close(q, want_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cache.k[0][0, :, pos], want_k, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cache.v[0][0, :, pos], qkv[qw + kw:].view(cfg.n_kv_heads, -1))
+    others = [p for p in range(cfg.max_seq) if p != pos]
+    assert not cache.k[0][0, :, others].any() and not cache.v[0][0, :, others].any()  # nothing written elsewhere
+
+
+def test_triton_layer_gives_the_eager_loops_tokens_and_refuses_what_it_cannot_decode():
+    cfg, w = _tiny()
+    fw = model.fuse_weights(w)
+    prompt = decode.make_prompt(cfg, 8)
+    base = decode.eager_dynamic(w, cfg, prompt, 10)
+    r = fused_layer.triton_layer(fw, cfg, prompt, 10)
+    assert r.name == "triton_layer" and r.steps == 9
+    assert torch.equal(r.tokens, base.tokens)
+    with pytest.raises(ValueError, match="batch 1 with fused weights"):
+        fused_layer.triton_layer(w, cfg, prompt, 4)  # unfused weights
+    with pytest.raises(ValueError, match="batch 1 with fused weights"):
+        fused_layer.triton_layer(fw, cfg, decode.make_prompt(cfg, 8, batch=2), 4)
+
+
 def test_near_tie_judges_a_divergence_by_the_reference_margin():
     ref = decode.Run("ref", torch.tensor([[1, 2, 3, 4]]), 1.0, 3, margins=torch.tensor([[2.0, 0.01, 0.5, 0.02]]))
     assert decode.near_tie(ref, torch.tensor([[1, 2, 3, 4]])) == {"equal": True, "first_divergence": None,
@@ -285,7 +339,7 @@ def test_bench_tiny_run_writes_json(tmp_path, capsys):
     assert saved["n_params"] == TINY_PARAMS and saved["context"] == 16 and saved["dtype"] == "float32"
     assert saved["floor"]["tokens_per_s"] > 0
     rows = {r["step"]: r for r in saved["ladder"]}
-    for name in ("eager_dynamic", "eager_static", "compiled"):
+    for name in ("eager_dynamic", "eager_static", "compiled", "triton_layer"):
         assert rows[name]["tokens_equal_eager"] is True, rows[name]
         assert rows[name]["tokens_per_s"] > 0 and rows[name]["fraction_of_floor"] > 0
     assert "skipped in CPU mode" in rows["graphs"]["note"]
@@ -366,7 +420,7 @@ def test_recorded_figures_the_lesson_prints():
     from gpucourse.lessons.l11_llm_decode import recorded
 
     doc = recorded.load()
-    assert recorded.best_ladder(doc)["step"] == "compiled"
+    assert recorded.best_ladder(doc)["step"] == "triton_layer"
     speed = recorded.speed(doc)
     assert set(speed) == {*recorded.LADDER_STEPS, *recorded.INT4_STEPS, *recorded.PEER_STEPS}
     assert [r["step"] for r in doc["int4"]] == list(recorded.INT4_STEPS)

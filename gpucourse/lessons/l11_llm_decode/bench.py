@@ -43,22 +43,24 @@ import gpucourse
 from gpucourse import device, dtypes, timing
 from gpucourse.quant import int4_unavailable
 
-from . import analysis, decode, floor, hf_peer, model
+from . import analysis, decode, floor, fused_layer, hf_peer, model
 from .decode_attention import decode_attention, default_split
 
 MODULE = "gpucourse.lessons.l11_llm_decode.bench"
 LADDER = ("eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "compiled",
-          "compiled_reduce_overhead")
+          "compiled_reduce_overhead", "triton_layer")
 INT4_STEPS = ("int4_graphs", "int4_compiled")  # int4 weights: lesson 07's GEMV in a CUDA graph; tinygemm compiled
 # In order of cost: torch.compile's steps last, so a run short of time loses them before it loses the peer.
-STEPS = ("bandwidth", "eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "kernel",
-         "hf_dynamic", "hf_static", "compiled", "profile", "int4_graphs", "int4_compiled", "compiled_reduce_overhead")
+STEPS = ("bandwidth", "eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "triton_layer",
+         "kernel", "hf_dynamic", "hf_static", "compiled", "profile", "int4_graphs", "int4_compiled",
+         "compiled_reduce_overhead")
 GPU_ONLY = ("graphs", "graphs_fused", "graphs_split_kv", "compiled_reduce_overhead", "int4_graphs", "profile")
 HF_STEPS = ("hf_dynamic", "hf_static")
 # Seconds each step may take, process start included (a fresh process imports torch, makes 2.5 GB of weights; the
 # int4 steps also decode once eagerly with the int4 weights: the reference their tokens are compared with).
 LIMITS = {"bandwidth": 60, "eager_dynamic": 90, "eager_static": 90, "graphs": 90, "graphs_fused": 90,
-          "graphs_split_kv": 120, "kernel": 120, "hf_dynamic": 120, "compiled": 150, "hf_static": 180, "profile": 120,
+          "graphs_split_kv": 120, "triton_layer": 120, "kernel": 120, "hf_dynamic": 120, "compiled": 150,
+          "hf_static": 180, "profile": 120,
           "int4_graphs": 150, "int4_compiled": 200, "compiled_reduce_overhead": 150}
 KERNEL_SHAPE = dict(b=1, hq=32, hkv=8, d=64)
 SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
@@ -171,6 +173,8 @@ def _ladder_step(a, name: str) -> dict:
         r = decode.graphs(model.fuse_weights(w), cfg, prompt, n, runs=runs, warmup=1)
     elif name == "graphs_split_kv":
         r = decode.graphs(model.fuse_weights(w), cfg, prompt, n, runs=runs, warmup=1, attention="split_kv")
+    elif name == "triton_layer":
+        r = fused_layer.triton_layer(model.fuse_weights(w), cfg, prompt, n, runs=runs, warmup=1)
     elif name in ("compiled", "compiled_reduce_overhead"):
         mode = a.compile_mode if name == "compiled" else "reduce-overhead"
         t0 = time.perf_counter()

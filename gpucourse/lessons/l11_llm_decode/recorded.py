@@ -39,7 +39,7 @@ KEYS = {
                         "{us: {implementation: microseconds}, best_sdpa, split_kv_over_best_sdpa}}",
 }
 LADDER_STEPS = ("eager_dynamic", "eager_static", "graphs", "graphs_fused", "graphs_split_kv", "compiled",
-                "compiled_reduce_overhead")
+                "compiled_reduce_overhead", "triton_layer")
 INT4_STEPS = ("int4_graphs", "int4_compiled")
 PEER_STEPS = ("hf_dynamic", "hf_static")
 SPLIT_KV = "split-KV (Triton)"  # the kernel with its default split, as the benchmark names it
