@@ -4,7 +4,8 @@ compiled step stops at 53 %?
 
 The H100 profile of one token (benchmarks/results/h100-l11-bench-run2.json) spent 1,048 µs in 65 GEMVs (cuBLAS,
 about 78 % of the copy rate) and 443 µs in 188 other kernels (attention 72, copies and fills 77, norms/RoPE/SiLU/adds
-38); the floor is 828 µs. This script builds the layer from six launches:
+38); the floor is 828 µs. This script built the layer from six kernels, now the lesson's
+``gpucourse/lessons/l11_llm_decode/fused_layer.py`` (its last step, ``triton_layer``), which it imports:
 
 1. ``gemv`` with the RMSNorm in its prologue (each program recomputes the norm of the 2,048-float input, which sits
    in L2): ``qkv = W_qkv @ rmsnorm(x)``;
@@ -40,141 +41,10 @@ import gpucourse  # noqa: F401,E402  (selects the mode before triton is imported
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from gpucourse import timing  # noqa: E402
 from gpucourse.lessons.l11_llm_decode import decode, floor, model  # noqa: E402
-from gpucourse.lessons.l11_llm_decode.decode_attention import decode_attention  # noqa: E402
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-
-
-@triton.jit
-def _round(v, DT: tl.constexpr):
-    """v rounded to the activations' type and back to float32 (where torch would store a tensor)."""
-    return v.to(DT).to(tl.float32)
-
-
-@triton.jit
-def gemv_kernel(X, W, OUT, RES, NORM_W, N, K, stride_w, eps,
-                NORM: tl.constexpr, GATED: tl.constexpr, RESID: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """OUT[rows] = W[rows] @ h, h = X or rmsnorm(X) * NORM_W; GATED: silu(W[rows] @ h) * (W[N + rows] @ h); RESID:
-    plus RES[rows]. One program per BLOCK_N rows, the whole of K."""
-    DT: tl.constexpr = OUT.dtype.element_ty
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_ok = rows < N
-    rstd = 1.0
-    if NORM:
-        ss = tl.zeros([BLOCK_K], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            cols = k0 + tl.arange(0, BLOCK_K)
-            xk = tl.load(X + cols, mask=cols < K, other=0.0).to(tl.float32)
-            ss += xk * xk
-        rstd = 1.0 / tl.sqrt(tl.sum(ss, axis=0) / K + eps)
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        cols = k0 + tl.arange(0, BLOCK_K)
-        col_ok = cols < K
-        h = tl.load(X + cols, mask=col_ok, other=0.0).to(tl.float32)
-        if NORM:  # rms_norm: weight * (x * rstd rounded), rounded
-            h = _round(tl.load(NORM_W + cols, mask=col_ok, other=0.0).to(tl.float32) * _round(h * rstd, DT), DT)
-        ok = row_ok[:, None] & col_ok[None, :]
-        w = tl.load(W + rows[:, None].to(tl.int64) * stride_w + cols[None, :], mask=ok, other=0.0)
-        acc += w.to(tl.float32) * h[None, :]
-        if GATED:
-            wu = tl.load(W + (rows + N)[:, None].to(tl.int64) * stride_w + cols[None, :], mask=ok, other=0.0)
-            acc_up += wu.to(tl.float32) * h[None, :]
-    y = _round(tl.sum(acc, axis=1), DT)
-    if GATED:  # F.silu(gate) * up on bf16 tensors
-        up = _round(tl.sum(acc_up, axis=1), DT)
-        y = _round(y / (1.0 + tl.exp(-y)), DT) * up
-    if RESID:  # x + linear(...) on bf16 tensors
-        y = tl.load(RES + rows, mask=row_ok, other=0.0).to(tl.float32) + y
-    tl.store(OUT + rows, y.to(DT), mask=row_ok)
-
-
-@triton.jit
-def rope_cache_kernel(QKV, COS, SIN, POS, Q_OUT, K_CACHE, V_CACHE, HQ, HKV, stride_kh, stride_ks, D: tl.constexpr):
-    """One program per head of the fused q|k|v output (Hq + 2 Hkv heads): q heads rotated into Q_OUT, k heads
-    rotated and v heads copied into the caches at position POS[0]."""
-    DT: tl.constexpr = Q_OUT.dtype.element_ty
-    head = tl.program_id(0)
-    d = tl.arange(0, D)
-    half: tl.constexpr = D // 2
-    pos = tl.load(POS).to(tl.int64)
-    x = tl.load(QKV + head * D + d).to(tl.float32)
-    if head < HQ + HKV:  # rope: x * cos + cat(-x2, x1) * sin, each product rounded as torch's are
-        partner = tl.load(QKV + head * D + (d + half) % D).to(tl.float32)
-        rotated = tl.where(d < half, -partner, partner)
-        c = tl.load(COS + pos * D + d).to(tl.float32)
-        s = tl.load(SIN + pos * D + d).to(tl.float32)
-        x = _round(x * c, DT) + _round(rotated * s, DT)
-        if head < HQ:
-            tl.store(Q_OUT + head * D + d, x.to(DT))
-        else:
-            tl.store(K_CACHE + (head - HQ) * stride_kh + pos * stride_ks + d, x.to(DT))
-    else:
-        tl.store(V_CACHE + (head - HQ - HKV) * stride_kh + pos * stride_ks + d, x.to(DT))
-
-
-TUNED = {}  # (N, K, gated) -> (block_n, block_k, warps): the fastest of gemv_table's sweep, used by forward_fused
-
-
-def gemv(x, w, *, norm=None, eps=1e-5, gated=False, residual=None, block_n=None, block_k=None, warps=4):
-    """``x`` (K,) against ``w`` (N, K) or, gated, (2N, K): see :func:`gemv_kernel`. Returns (N,)."""
-    n = w.shape[0] // 2 if gated else w.shape[0]
-    k = w.shape[1]
-    if block_n is None and (n, k, gated) in TUNED:
-        block_n, block_k, warps = TUNED[(n, k, gated)]
-    out = torch.empty(n, device=x.device, dtype=x.dtype)
-    bn = block_n or (4 if INTERPRETED else 8)
-    bk = block_k or (min(64, triton.next_power_of_2(k)) if INTERPRETED else min(512, triton.next_power_of_2(k)))
-    gemv_kernel[(triton.cdiv(n, bn),)](x, w, out, residual if residual is not None else out,
-                                       norm if norm is not None else x, n, k, w.stride(0), eps,
-                                       NORM=norm is not None, GATED=gated, RESID=residual is not None,
-                                       BLOCK_N=bn, BLOCK_K=bk, num_warps=warps)
-    return out
-
-
-def rope_cache(qkv, cos, sin, pos, k_cache, v_cache, hq, hkv, d):
-    """q rotated, (Hq, D); k rotated and v written into ``k_cache``/``v_cache`` (Hkv, S, D) at ``pos`` (a (1,)
-    tensor)."""
-    q = torch.empty(hq, d, device=qkv.device, dtype=qkv.dtype)
-    rope_cache_kernel[(hq + 2 * hkv,)](qkv, cos, sin, pos, q, k_cache, v_cache, hq, hkv,
-                                       k_cache.stride(0), k_cache.stride(1), D=d, num_warps=1)
-    return q
-
-
-def forward_fused(weights: dict, c: model.Config, token, pos, cache, seq_len):
-    """Logits (1, vocab) of one token (a (1, 1) tensor) at ``pos`` (a (1,) tensor), batch 1, fused weights
-    (:func:`model.fuse_weights`); ``seq_len`` a (1,) tensor equal to pos + 1 (kept beside it for the graph)."""
-    x = weights["embed"].index_select(0, token.view(1)).view(-1)
-    for i, lw in enumerate(weights["layers"]):
-        qkv = gemv(x, lw["wqkv"], norm=lw["attn_norm"], eps=c.norm_eps)
-        q = rope_cache(qkv, weights["rope_cos"], weights["rope_sin"], pos, cache.k[i][0], cache.v[i][0],
-                       c.n_heads, c.n_kv_heads, c.head_dim)
-        o = decode_attention(q[None], cache.k[i], cache.v[i], seq_len)
-        x = gemv(o.view(-1), lw["wo"], residual=x)
-        a = gemv(x, lw["w_gate_up"], norm=lw["mlp_norm"], eps=c.norm_eps, gated=True)
-        x = gemv(a, lw["w_down"], residual=x)
-    return gemv(x, weights.get("head", weights["embed"]), norm=weights["norm"], eps=c.norm_eps)[None]
-
-
-class FusedStatic(decode._Static):
-    """The lesson's static-cache decoding (prefill with SDPA, then one token a step) with :func:`forward_fused`."""
-
-    def __init__(self, weights, config, prompt):
-        super().__init__(weights, config, prompt, "sdpa")
-        self.seq_len = torch.zeros((1,), dtype=torch.int64, device=prompt.device)
-
-    def logits(self, tok, pos):
-        if tok.shape[1] > 1:
-            return super().logits(tok, pos)
-        self.seq_len.copy_(pos + 1)
-        return forward_fused(self.weights, self.config, tok, pos, self.cache, self.seq_len)
-
+from gpucourse.lessons.l11_llm_decode.fused_layer import FusedStatic, gemv, rope_cache  # noqa: E402
 
 def check(dtype=torch.float32) -> dict:
     """CPU, interpreter: each kernel against torch, then the fused forward against forward_static, in ``dtype``
@@ -223,7 +93,7 @@ def check(dtype=torch.float32) -> dict:
 
 def gemv_table(weights, c) -> list:
     """Each GEMV of a layer (and the head) timed with do_bench's medians: ours with its fusions (the best of a small
-    sweep, kept in TUNED), ``F.linear`` alone (which does less: no norm, residual or SwiGLU), and a copy of the
+    sweep; the lesson's ``fused_layer.gemv_config`` holds what it found), ``F.linear`` alone (which does less: no norm, residual or SwiGLU), and a copy of the
     weight's bytes (the ceiling)."""
     lw = weights["layers"][0]
     x = torch.randn(c.d_model, device="cuda", dtype=torch.bfloat16)
@@ -242,12 +112,10 @@ def gemv_table(weights, c) -> list:
         for bn in (2, 4, 8, 16):
             for bk in (512, 1024):
                 for warps in (4, 8):
-                    t = triton.testing.do_bench(lambda: gemv(xin, w, block_n=bn, block_k=bk, warps=warps, **kw),
+                    t = triton.testing.do_bench(lambda: gemv(xin, w, config=(bn, bk, warps), **kw),
                                                 return_mode="median")
                     if best is None or t < best[0]:
                         best = (t, bn, bk, warps)
-        gated = bool(kw.get("gated"))
-        TUNED[(w.shape[0] // 2 if gated else w.shape[0], w.shape[1], gated)] = best[1:]
         # a copy reads and writes the bytes: its rate is 2 x bytes / time
         rows.append({"gemv": name, "shape": list(w.shape), "us_ours_fused": best[0] * 1e3, "config": best[1:],
                      "us_f_linear": t_lin * 1e3, "us_copy": t_copy * 1e3,
