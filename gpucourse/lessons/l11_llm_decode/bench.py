@@ -1,7 +1,7 @@
 """Lesson 11's measurement on a GPU: the bandwidth floor, the decode ladder, the split-KV kernel against SDPA's decode
 path, and ``transformers``' ``generate()`` on the same weights, in one run.
 
-    python -m gpucourse.lessons.l11_llm_decode.bench --out PATH.json        # on a GPU, about 5 minutes
+    python -m gpucourse.lessons.l11_llm_decode.bench --out PATH.json        # on a GPU, about 6 minutes
     python -m gpucourse.lessons.l11_llm_decode.bench --tiny --out PATH.json # anywhere: Config.tiny, small sizes
 
 What it measures (GPU, defaults): ``Config.small()`` in the device's 16-bit type (bf16; fp16 on a T4, through
@@ -84,7 +84,8 @@ def _args(argv=None):
                         "in a CUDA graph by hand; on an H100 it decoded faster than 'max-autotune-no-cudagraphs', "
                         "whose GEMM choices are for larger M)")
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (default inductor)")
-    p.add_argument("--budget", type=float, default=330.0, help="seconds for the whole run (default 330)")
+    p.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run (default 600; an H100 "
+                   "took 376 s for every step)")
     p.add_argument("--in-process", action="store_true", help="run every step in this process (no time limits)")
     p.add_argument("--step", help=argparse.SUPPRESS)  # run one step in this process, write its result to --result
     p.add_argument("--result", help=argparse.SUPPRESS)

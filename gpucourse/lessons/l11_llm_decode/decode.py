@@ -18,6 +18,9 @@ The ladder:
   replay overwrites it (keeping a reference to it is what raises "accessing tensor output of CUDAGraphs that has
   been overwritten").
 
+The ladder's last step, each layer in six Triton kernels of the lesson's own, is :mod:`.fused_layer`'s
+``triton_layer``.
+
 ``attention="split_kv"`` runs each decode step's attention through the split-KV Triton kernel
 (:mod:`.decode_attention`) instead of SDPA.
 """
