@@ -227,6 +227,35 @@ def test_triton_layer_gives_the_eager_loops_tokens_and_refuses_what_it_cannot_de
         fused_layer.triton_layer(fw, cfg, decode.make_prompt(cfg, 8, batch=2), 4)
 
 
+@pytest.mark.gpu
+def test_gpu_fused_gemvs_at_the_lessons_shapes_and_the_layer_in_a_graph():
+    """On a GPU, with the block sizes the lesson times (not the interpreter's): each fused GEMV of Config.small's
+    layer against torch in bf16, then the Triton layer's tokens against the eager loop's up to a near-tie."""
+    torch.manual_seed(0)
+    c = model.Config.small()
+    bf = torch.bfloat16
+    x, xf, nw = (torch.randn(n, device="cuda", dtype=bf) for n in (c.d_model, c.d_ff, c.d_model))
+    f = torch.nn.functional
+    for rows, k, inp, kw in ((3072, c.d_model, x, dict(norm=nw)), (c.d_model, c.d_model, x, dict(residual=x)),
+                             (2 * c.d_ff, c.d_model, x, dict(norm=nw, gated=True)),
+                             (c.d_model, c.d_ff, xf, dict(residual=x))):
+        w = torch.randn(rows, k, device="cuda", dtype=bf) / k ** 0.5
+        h = model.rms_norm(inp, kw["norm"], c.norm_eps) if "norm" in kw else inp
+        if kw.get("gated"):
+            g, u = f.linear(h, w).chunk(2)
+            want = f.silu(g) * u
+        else:
+            want = f.linear(h, w) + (kw["residual"] if "residual" in kw else 0)
+        got = fused_layer.gemv(inp, w, eps=c.norm_eps, **kw)
+        torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2, msg=f"{rows} x {k} {kw.keys()}")
+    cfg = model.Config.tiny(max_seq=48)
+    fw = model.fuse_weights(model.make_weights(cfg, "cuda", bf, seed=0))
+    prompt = decode.make_prompt(cfg, 8, device="cuda")
+    ref = decode.eager_dynamic(fw, cfg, prompt, 24, margins=True)
+    r = fused_layer.triton_layer(fw, cfg, prompt, 24, warmup=1)
+    assert decode.near_tie(ref, r.tokens)["within"], decode.near_tie(ref, r.tokens)
+
+
 def test_near_tie_judges_a_divergence_by_the_reference_margin():
     ref = decode.Run("ref", torch.tensor([[1, 2, 3, 4]]), 1.0, 3, margins=torch.tensor([[2.0, 0.01, 0.5, 0.02]]))
     assert decode.near_tie(ref, torch.tensor([[1, 2, 3, 4]])) == {"equal": True, "first_divergence": None,
