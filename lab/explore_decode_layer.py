@@ -24,7 +24,7 @@ fused forward's logits and greedy tokens against ``forward_static``. On a GPU (C
 default): each GEMV against ``F.linear`` and a copy of the same bytes, then tokens/s of the fused step in a CUDA graph
 against the lesson's graphs and compiled steps in the same run (compiled also with inductor's
 coordinate-descent tuning, as gpt-fast compiles), with the floor. Prints JSON; ``--out FILE`` too.
-Usage: python lab/explore_decode_layer.py [--check] [--context 512] [--new 128] [--out FILE]
+Usage: python lab/explore_decode_layer.py [--check] [--wide] [--context 512] [--new 128] [--out FILE]
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 from gpucourse import timing  # noqa: E402
-from gpucourse.lessons.l11_llm_decode import decode, floor, model  # noqa: E402
+from gpucourse.lessons.l11_llm_decode import decode, floor, fused_layer, model  # noqa: E402
 from gpucourse.lessons.l11_llm_decode.fused_layer import FusedStatic, gemv, rope_cache  # noqa: E402
 
 def check(dtype=torch.float32) -> dict:
@@ -91,6 +91,10 @@ def check(dtype=torch.float32) -> dict:
     return out
 
 
+WIDE = False  # --wide: BLOCK_N 1-16, BLOCK_K up to 2048 (one step for K = 2048), 2-8 warps
+BEST = {}  # (N, K, gated) -> the sweep's fastest (BLOCK_N, BLOCK_K, num_warps)
+
+
 def gemv_table(weights, c) -> list:
     """Each GEMV of a layer (and the head) timed with do_bench's medians: ours with its fusions (the best of a small
     sweep; the lesson's ``fused_layer.gemv_config`` holds what it found), ``F.linear`` alone (which does less: no norm, residual or SwiGLU), and a copy of the
@@ -109,13 +113,15 @@ def gemv_table(weights, c) -> list:
         t_copy = triton.testing.do_bench(lambda: dst.copy_(w), return_mode="median")
         t_lin = triton.testing.do_bench(lambda: F.linear(xin, w), return_mode="median")
         best = None
-        for bn in (2, 4, 8, 16):
-            for bk in (512, 1024):
-                for warps in (4, 8):
+        for bn in (1, 2, 4, 8, 16) if WIDE else (2, 4, 8, 16):
+            for bk in (512, 1024, 2048) if WIDE else (512, 1024):
+                for warps in (2, 4, 8) if WIDE else (4, 8):
                     t = triton.testing.do_bench(lambda: gemv(xin, w, config=(bn, bk, warps), **kw),
                                                 return_mode="median")
                     if best is None or t < best[0]:
                         best = (t, bn, bk, warps)
+        gated = bool(kw.get("gated"))
+        BEST[(w.shape[0] // 2 if gated else w.shape[0], w.shape[1], gated)] = best[1:]
         # a copy reads and writes the bytes: its rate is 2 x bytes / time
         rows.append({"gemv": name, "shape": list(w.shape), "us_ours_fused": best[0] * 1e3, "config": best[1:],
                      "us_f_linear": t_lin * 1e3, "us_copy": t_copy * 1e3,
@@ -137,14 +143,22 @@ def bench(context: int, n_new: int) -> dict:
         s = FusedStatic(w, c, prompt)
         s.prefill()
         steps["fused_graphs"] = s.loop("fused_graphs", decode._capture(s.step), n_new, 3, 1)
+        if WIDE:  # the same layer with each GEMV at its sweep's best configuration
+            default = fused_layer.gemv_config
+            fused_layer.gemv_config = lambda n, k, gated: BEST.get((n, k, gated)) or default(n, k, gated)
+            s = FusedStatic(w, c, prompt)
+            s.prefill()
+            steps["fused_graphs_swept"] = s.loop("fused_graphs_swept", decode._capture(s.step), n_new, 3, 1)
+            fused_layer.gemv_config = default
     steps["graphs_split_kv"] = decode.graphs(w, c, prompt, n_new, runs=3, warmup=1, attention="split_kv")
     steps["compiled"] = decode.compiled(w, c, prompt, n_new, runs=3, warmup=1)
     # gpt-fast compiles with inductor's coordinate-descent tuning of each generated kernel's launch parameters
     import torch._inductor.config as inductor_config
 
     torch._dynamo.reset()
-    with inductor_config.patch(coordinate_descent_tuning=True):
-        steps["compiled_coordinate_descent"] = decode.compiled(w, c, prompt, n_new, runs=3, warmup=1)
+    if not WIDE:
+        with inductor_config.patch(coordinate_descent_tuning=True):
+            steps["compiled_coordinate_descent"] = decode.compiled(w, c, prompt, n_new, runs=3, warmup=1)
     out["steps"] = {k: {"tokens_per_s": r.tokens_per_s, "agreement": decode.near_tie(ref, r.tokens)}
                     for k, r in steps.items()}
     out["bytes_per_token"] = floor.bytes_per_token(c, context)
@@ -153,6 +167,7 @@ def bench(context: int, n_new: int) -> dict:
     for v in out["steps"].values():
         v["fraction_of_floor"] = v["tokens_per_s"] / out["floor_tokens_per_s"]
     out["fused_vs_compiled"] = steps["fused_graphs"].tokens_per_s / steps["compiled"].tokens_per_s
+    out["best_configs"] = {str(k): v for k, v in BEST.items()}
     return out
 
 
@@ -161,8 +176,11 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="CPU: the kernels and the fused forward in the interpreter")
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--wide", action="store_true", help="a wider GEMV sweep, and the layer with its best configs")
     ap.add_argument("--out")
     a = ap.parse_args()
+    global WIDE
+    WIDE = a.wide
     t0 = time.time()
     res = {"float32": check(), "bfloat16": check(torch.bfloat16)} if a.check else bench(a.context, a.new)
     if a.check:
