@@ -76,6 +76,10 @@ def make_inputs(params: dict, gen) -> tuple:
     n_sk = between([16, 32, 48, 64, 96, 128, 192, 256],
                    lambda n: m_sk * n * k_sk / (m_sk * k_sk + k_sk * n + m_sk * n))  # bf16: 2MNK / (2(...))
     n_sq32 = between(list(range(64, 4097, 32)), lambda n: n / 6)  # fp32 square GEMM: 2n^3 / (3 n^2 * 4) = n / 6
+    # the large bf16 GEMM is compute-bound on the tensor cores, with the same margin above their ridge: drawn
+    # independently, three sizes of 1024 would put it between the ridges too (1024 / 3 = 341 flop/B)
+    m_sq, n_sq, k_sq = pick([(m, n, k) for m in p2 for n in p2 for k in p2
+                             if m * n * k / (m * k + k * n + m * n) > r["tensor cores"] * 1.25])
     cc, tc = "CUDA cores", "tensor cores"
     ops = {
         "relu": {"kind": "elementwise", "n": pick(p2) * pick(p2), "inputs": 1, "flops_per_element": 1,
@@ -88,8 +92,7 @@ def make_inputs(params: dict, gen) -> tuple:
         "gemv": {"kind": "gemv", "M": pick(p2), "K": pick(p2), "dtype": "bfloat16", "unit": cc},
         "gemm_fp32": {"kind": "gemm", "M": n_sq32, "N": n_sq32, "K": n_sq32, "dtype": "float32", "unit": cc},
         "gemm_skinny": {"kind": "gemm", "M": m_sk, "N": n_sk, "K": k_sk, "dtype": "bfloat16", "unit": tc},
-        "gemm_square": {"kind": "gemm", "M": pick(p2), "N": pick(p2), "K": pick(p2), "dtype": "bfloat16",
-                        "unit": tc},
+        "gemm_square": {"kind": "gemm", "M": m_sq, "N": n_sq, "K": k_sq, "dtype": "bfloat16", "unit": tc},
     }
     return ops, ceilings
 
