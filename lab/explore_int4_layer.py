@@ -23,7 +23,7 @@ import triton.language as tl
 
 from gpucourse import timing
 from gpucourse.lessons.l11_llm_decode import decode, floor, fused_layer, model
-from gpucourse.lessons.l11_llm_decode.fused_layer import _round
+from gpucourse.lessons.l11_llm_decode.fused_layer import _gemv_store, _rms_rstd, _round
 
 LESSON_GEMV = fused_layer.gemv
 
@@ -40,15 +40,11 @@ def gemv_int4_kernel(X, P, S, OUT, RES, NORM_W, N, K, stride_p, stride_s, eps,
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < N
     rstd = 1.0
-    if NORM:
-        ss = tl.zeros([BLOCK_K], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            cols = k0 + tl.arange(0, BLOCK_K)
-            xk = tl.load(X + cols, mask=cols < K, other=0.0).to(tl.float32)
-            ss += xk * xk
-        rstd = 1.0 / tl.sqrt(tl.sum(ss, axis=0) / K + eps)
+    if NORM:  # the input's root mean square, as the lesson's GEMV
+        rstd = _rms_rstd(X, K, eps, BLOCK_K)
     acc = tl.zeros([BLOCK_N, HALF], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_N, HALF], dtype=tl.float32)
+    if GATED:
+        acc_up = tl.zeros([BLOCK_N, HALF], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         even = k0 + 2 * tl.arange(0, HALF)  # the columns of the low nibbles; +1: the high ones
         col_ok = even < K
@@ -68,13 +64,11 @@ def gemv_int4_kernel(X, P, S, OUT, RES, NORM_W, N, K, stride_p, stride_s, eps,
             bu = tl.load(P + byte + N * stride_p, mask=ok, other=0).to(tl.int8, bitcast=True).to(tl.int32)
             su = tl.load(S + scale + N * stride_s, mask=ok, other=0.0)
             acc_up += (((bu << 28) >> 28).to(tl.float32) * h0[None, :] + (bu >> 4).to(tl.float32) * h1[None, :]) * su
-    y = _round(tl.sum(acc, axis=1), DT)
+    y = tl.sum(acc, axis=1)
+    up = y
     if GATED:
-        up = _round(tl.sum(acc_up, axis=1), DT)
-        y = _round(y / (1.0 + tl.exp(-y)), DT) * up
-    if RESID:
-        y = tl.load(RES + rows, mask=row_ok, other=0.0).to(tl.float32) + y
-    tl.store(OUT + rows, y.to(DT), mask=row_ok)
+        up = tl.sum(acc_up, axis=1)
+    _gemv_store(OUT, RES, rows, row_ok, y, up, GATED, RESID)
 
 
 def int4_gemv(x, w, *, norm=None, eps=1e-5, gated=False, residual=None, config=None):

@@ -164,8 +164,10 @@ def _ladder_step(a, name: str) -> dict:
     n, runs = a.new_tokens, a.runs
     if name in INT4_STEPS:
         return _int4_step(a, name, cfg, w, prompt)
-    if name == "eager_dynamic":
+    if name == "eager_dynamic":  # the reference: its margins, and how far two correct paths' logits lie apart
         r = decode.eager_dynamic(w, cfg, prompt, n, runs=runs, warmup=1, margins=True)
+        noise = decode.path_noise(w, cfg, prompt, n)
+        return dict(r.to_dict(), path_noise={k: noise[k] for k in ("max_abs", "flips")})
     elif name == "eager_static":
         r = decode.eager_static(w, cfg, prompt, n, runs=runs, warmup=1)
     elif name == "graphs":
@@ -332,16 +334,24 @@ def _forwarded_argv(argv: list) -> list:
     return out
 
 
-def _agreement(ref: dict, tokens, dtype) -> dict:
+def _tolerance(results: dict, dtype) -> float | None:
+    """The near-tie tolerance of the run: 0 in float32 (tokens must be equal), else ``decode.tie_tolerance`` of the
+    eager step's measured path noise (None if the eager step has none)."""
+    if dtype == torch.float32:
+        return 0.0
+    noise = results.get("eager_dynamic", {}).get("path_noise")
+    return decode.tie_tolerance(noise) if noise else None
+
+
+def _agreement(ref: dict, tokens, tolerance: float | None) -> dict:
     """A step's tokens against its reference's (a JSON eager run with margins): equal, or the first step where they
-    differ and whether the reference's top two logits were within ``decode.LOGIT_TOLERANCE`` there (float32 steps
-    must be equal: tolerance 0)."""
+    differ and whether the reference's top two logits were within ``tolerance`` there (None: not judged)."""
     run = decode.Run("reference", torch.tensor(ref["tokens"]), 0.0, 0,
                      margins=None if ref.get("margins") is None else torch.tensor(ref["margins"]))
-    tol = 0.0 if dtype == torch.float32 else decode.LOGIT_TOLERANCE
-    tie = decode.near_tie(run, torch.tensor(tokens), tol)
+    tie = decode.near_tie(run, torch.tensor(tokens), 0.0 if tolerance is None else tolerance)
     return {"tokens_equal_eager": tie["equal"], "first_divergence": tie["first_divergence"],
-            "margin_at_divergence": tie["margin"], "near_tie": tie["within"]}
+            "margin_at_divergence": tie["margin"],
+            "near_tie": tie["within"] if tie["equal"] or tolerance is not None else None}
 
 
 def summarize(a, results: dict) -> dict:
@@ -357,6 +367,9 @@ def summarize(a, results: dict) -> dict:
         doc["floor"] = {"bytes_per_token": floor.bytes_per_token(cfg, context, dt), "bandwidth_gbps": gbs,
                         "tokens_per_s": floor.tokens_per_second_floor(cfg, gbs * 1e9, context, dt)}
     eager = results.get("eager_dynamic", {})
+    tol = _tolerance(results, dt)
+    if eager.get("path_noise"):
+        doc["near_tie"] = {"path_noise": eager["path_noise"]["max_abs"], "tolerance": tol}
     rows = []
     for name in (*LADDER, *INT4_STEPS, *HF_STEPS):
         if name not in results:
@@ -372,7 +385,7 @@ def summarize(a, results: dict) -> dict:
                 row["fraction_of_floor"] = tps / doc["floor"]["tokens_per_s"]
             ref = r.get("reference") or eager  # an int4 step's own eager run, else the bf16 eager loop
             if ref.get("tokens") is not None and r.get("tokens") is not None:
-                row.update(_agreement(ref, r["tokens"], dt))
+                row.update(_agreement(ref, r["tokens"], tol))
         rows.append(row)
     doc["ladder"] = rows
     speed = {r["step"]: r["tokens_per_s"] for r in rows if r.get("tokens_per_s")}
@@ -393,6 +406,10 @@ def _table(doc: dict, results: dict) -> str:
                      f"rate = {f['tokens_per_s']:,.0f} tokens/s")
     else:
         lines.append(f"floor: not computed ({results.get('bandwidth', {}).get('error', 'no bandwidth step')})")
+    if "near_tie" in doc:
+        nt = doc["near_tie"]
+        lines.append(f"two correct paths' logits differ by up to {nt['path_noise']:.3f} (teacher-forced): a divergence "
+                     f"is a near-tie where eager's top two were within {nt['tolerance']:.3f}")
     lines.append(f"{'step':<26}{'tokens/s':>10}{'of floor':>10}  tokens vs the eager loop (int4: its own)")
     for r in doc["ladder"]:
         if "note" in r:
@@ -404,7 +421,7 @@ def _table(doc: dict, results: dict) -> str:
             eq = "equal"
         elif "tokens_equal_eager" in r:
             eq = (f"differ from step {r['first_divergence']} (reference margin {r['margin_at_divergence']:.4f}: "
-                  f"{'a near-tie' if r['near_tie'] else 'NOT a near-tie'})")
+                  f"{ {True: 'a near-tie', False: 'NOT a near-tie', None: 'not judged'}[r['near_tie']]})")
         lines.append(f"{r['step']:<26}{r['tokens_per_s']:>10,.1f}{frac:>10}  {eq}")
     for k, v in doc.get("ratios", {}).items():
         lines.append(f"{k}: {v:.2f}x")

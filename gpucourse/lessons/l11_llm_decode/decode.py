@@ -153,15 +153,45 @@ def eager_dynamic(weights: dict, config: Config, prompt, n_new: int, runs: int =
     return run
 
 
-# A few bf16 rounding steps at the size of the top logits (a step is 2**-6 between 2 and 4, 2**-5 up to 8).
-LOGIT_TOLERANCE = 0.0625
+@torch.inference_mode()
+def path_noise(weights: dict, config: Config, prompt, n_new: int, attention: str = "split_kv") -> dict:
+    """How far apart two correct paths' logits lie: the eager loop (growing cache, SDPA) and the static cache with
+    ``attention``, both fed the eager loop's own tokens (teacher-forced: the same inputs at every position, so any
+    difference is rounding, never a different text). Per generated position: the largest |logit difference|, the eager
+    logits' top-1 minus top-2, and whether the two argmaxes differ. Returns {"max_abs", "per_position",
+    "margins", "flips" (positions whose argmaxes differ)}; :func:`tie_tolerance` turns it into the near-tie bound."""
+    _check(config, prompt, n_new, static=True)
+    device, B = prompt.device, prompt.shape[0]
+    dyn = DynamicCache(config.n_layers)
+    st = StaticCache.empty(config, B, device, weights["embed"].dtype)
+    a = forward_dynamic(weights, config, prompt, dyn)
+    b = forward_static(weights, config, prompt, torch.arange(prompt.shape[1], device=device), st)
+    diffs, margins, flips = [], [], []
+    for i in range(n_new):
+        diffs.append(float((a.float() - b.float()).abs().max()))
+        margins.append(float(_margin(a).min()))
+        tok = a.argmax(-1, keepdim=True)
+        if bool((tok != b.argmax(-1, keepdim=True)).any()):
+            flips.append(i)
+        if i + 1 < n_new:
+            pos = torch.tensor([prompt.shape[1] + i], device=device)
+            a = forward_dynamic(weights, config, tok, dyn)
+            b = forward_static(weights, config, tok, pos, st, attention)
+    return {"max_abs": max(diffs), "per_position": diffs, "margins": margins, "flips": flips}
 
 
-def near_tie(reference: Run, tokens, tolerance: float = LOGIT_TOLERANCE) -> dict:
+def tie_tolerance(noise: dict) -> float:
+    """The near-tie bound from :func:`path_noise`: if every logit of a path lies within ``d`` of the eager loop's,
+    its argmax can differ only where the eager top two were within ``2 d`` (a winner that drops by d and a runner-up
+    that rises by d). So a faster path that rounds no worse than the two measured ones can flip only such a pair."""
+    return 2.0 * noise["max_abs"]
+
+
+def near_tie(reference: Run, tokens, tolerance: float) -> dict:
     """Whether ``tokens`` (B, n_new) agree with ``reference``'s (an :func:`eager_dynamic` run with margins) up to
     a near-tie: equal, or first differing at a step where the reference's top-1 and top-2 logits were within
-    ``tolerance`` of each other (logits that differ by at most tolerance/2 can swap such a pair, and only such a
-    pair; after the first different token the two runs decode different texts, so later steps say nothing).
+    ``tolerance`` of each other (0: the tokens must be equal, as in float32; in 16-bit :func:`tie_tolerance`). After
+    the first different token the two runs decode different texts, so later steps say nothing.
     Returns {"equal", "first_divergence" (step or None), "margin" (the reference's margin there), "within"}."""
     div = first_divergence(reference.tokens, tokens)
     if div is None:

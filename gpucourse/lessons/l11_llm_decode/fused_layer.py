@@ -43,6 +43,30 @@ def _round(v, DT: tl.constexpr):
 
 
 @triton.jit
+def _rms_rstd(X, K, eps, BLOCK_K: tl.constexpr):
+    """1 / sqrt(mean(X[:K]^2) + eps) in float32: the RMSNorm's scale of the (K,) input, BLOCK_K elements a step."""
+    ss = tl.zeros([BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        cols = k0 + tl.arange(0, BLOCK_K)
+        xk = tl.load(X + cols, mask=cols < K, other=0.0).to(tl.float32)
+        ss += xk * xk
+    return 1.0 / tl.sqrt(tl.sum(ss, axis=0) / K + eps)
+
+
+@triton.jit
+def _gemv_store(OUT, RES, rows, row_ok, y, up, GATED: tl.constexpr, RESID: tl.constexpr):
+    """The GEMV's epilogue: y (the rows' float32 sums) rounded as torch's bf16 output; GATED: silu(y) * up (up: the
+    up projection's sums); RESID: plus RES[rows]; stored to OUT[rows]."""
+    DT: tl.constexpr = OUT.dtype.element_ty
+    y = _round(y, DT)
+    if GATED:  # F.silu(gate) * up on bf16 tensors
+        y = _round(y / (1.0 + tl.exp(-y)), DT) * _round(up, DT)
+    if RESID:  # x + linear(...) on bf16 tensors
+        y = tl.load(RES + rows, mask=row_ok, other=0.0).to(tl.float32) + y
+    tl.store(OUT + rows, y.to(DT), mask=row_ok)
+
+
+@triton.jit
 def gemv_kernel(X, W, OUT, RES, NORM_W, N, K, stride_w, eps,
                 NORM: tl.constexpr, GATED: tl.constexpr, RESID: tl.constexpr,
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -53,14 +77,10 @@ def gemv_kernel(X, W, OUT, RES, NORM_W, N, K, stride_w, eps,
     row_ok = rows < N
     rstd = 1.0
     if NORM:  # the input's root mean square: K floats, from L2 after the first program
-        ss = tl.zeros([BLOCK_K], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            cols = k0 + tl.arange(0, BLOCK_K)
-            xk = tl.load(X + cols, mask=cols < K, other=0.0).to(tl.float32)
-            ss += xk * xk
-        rstd = 1.0 / tl.sqrt(tl.sum(ss, axis=0) / K + eps)
+        rstd = _rms_rstd(X, K, eps, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    if GATED:  # the up projection's rows, N further down the stacked weight
+        acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         cols = k0 + tl.arange(0, BLOCK_K)
         col_ok = cols < K
@@ -73,13 +93,11 @@ def gemv_kernel(X, W, OUT, RES, NORM_W, N, K, stride_w, eps,
         if GATED:
             wu = tl.load(W + (rows + N)[:, None].to(tl.int64) * stride_w + cols[None, :], mask=ok, other=0.0)
             acc_up += wu.to(tl.float32) * h[None, :]
-    y = _round(tl.sum(acc, axis=1), DT)
-    if GATED:  # F.silu(gate) * up on bf16 tensors
-        up = _round(tl.sum(acc_up, axis=1), DT)
-        y = _round(y / (1.0 + tl.exp(-y)), DT) * up
-    if RESID:  # x + linear(...) on bf16 tensors
-        y = tl.load(RES + rows, mask=row_ok, other=0.0).to(tl.float32) + y
-    tl.store(OUT + rows, y.to(DT), mask=row_ok)
+    y = tl.sum(acc, axis=1)
+    up = y
+    if GATED:
+        up = tl.sum(acc_up, axis=1)
+    _gemv_store(OUT, RES, rows, row_ok, y, up, GATED, RESID)
 
 
 @triton.jit
@@ -106,17 +124,26 @@ def rope_cache_kernel(QKV, COS, SIN, POS, Q_OUT, K_CACHE, V_CACHE, HQ, HKV, stri
         tl.store(V_CACHE + (head - HQ - HKV) * stride_kh + pos * stride_ks + d, x.to(DT))
 
 
+# (N, K, gated) -> (BLOCK_N, BLOCK_K, num_warps): the fastest of a sweep over BLOCK_N 1-16, BLOCK_K 256-2,048 and
+# 2-8 warps on an H100, for Config.small's five GEMVs (lab/results/h100-explore-decode-layer-wide.json).
+SWEPT = {(3072, 2048, False): (4, 2048, 4),    # q|k|v, norm in the prologue
+         (2048, 2048, False): (2, 2048, 8),    # o, residual in the epilogue
+         (8192, 2048, True): (1, 512, 4),      # gate|up, norm and SwiGLU: two accumulators
+         (2048, 8192, False): (1, 1024, 4),    # down, residual
+         (128256, 2048, False): (4, 2048, 4)}  # the output head, norm
+
+
 def gemv_config(n: int, k: int, gated: bool) -> tuple:
-    """(BLOCK_N, BLOCK_K, num_warps) for an N x K GEMV: the fastest of a sweep over BLOCK_N 2-16, BLOCK_K 512/1024
-    and 4/8 warps on an H100 at Config.small's five shapes (lab/results/h100-explore-decode-layer.json): few rows a
-    program, so that even the 2,048-row matrices spread over every SM; the gated and the vocabulary-sized GEMVs take
-    shorter K blocks (two accumulators; 64 K of rows to cover). Small blocks in the interpreter."""
+    """(BLOCK_N, BLOCK_K, num_warps) for an N x K GEMV: the sweep's best (:data:`SWEPT`) at Config.small's shapes;
+    for other shapes the rule they follow: few rows a program, so that even a 2,048-row matrix spreads over every SM
+    (lesson 06's waves), and a shorter K block for the gated GEMV (two accumulators). Small blocks in the
+    interpreter."""
     if INTERPRETED:
         return 32, min(128, triton.next_power_of_2(k)), 4
+    if (n, k, gated) in SWEPT:
+        return SWEPT[(n, k, gated)]
     if gated:
-        return 2, min(512, triton.next_power_of_2(k)), 4
-    if n >= 65536:
-        return 4, min(512, triton.next_power_of_2(k)), 4
+        return 1, min(512, triton.next_power_of_2(k)), 4
     return 2, min(1024, triton.next_power_of_2(k)), 4
 
 

@@ -23,7 +23,10 @@ KEYS = {
     "ladder": "the decode ladder, in order: rows of {step, tokens_per_s, fraction_of_floor, first_divergence, "
               "margin_at_divergence, near_tie} (first_divergence: the first generated step whose token differs from "
               "eager_dynamic's, None if none; margin_at_divergence: eager_dynamic's top-1 minus top-2 logit there; "
-              "near_tie: that margin within decode.LOGIT_TOLERANCE)",
+              "near_tie: that margin within the run's near_tie tolerance)",
+    "near_tie": "how the run judged a divergence: {path_noise (the largest |logit difference| between the eager loop "
+                "and the static cache with split-KV attention, both fed eager's tokens), tolerance (twice that: "
+                "decode.tie_tolerance)}",
     "int4": "the int4 steps (fused weights quantized in groups of 128): rows of {step, backend, tokens_per_s, "
             "fraction_of_floor (of the bf16 floor), weight_bytes (read per token), first_divergence, "
             "margin_at_divergence, near_tie} (tokens against the int4 model's own eager loop)",
@@ -113,7 +116,7 @@ def promote_values(run: dict, repeat: dict | None = None) -> dict:
     return {"run": {"n_params": run["n_params"], "dtype": run["dtype"], "prompt": run["prompt"],
                     "new_tokens": run["new_tokens"], "context": run["context"],
                     "compile_mode": steps["compiled"]["name"].split("[")[1].rstrip("]")},
-            "floor": dict(run["floor"]), "ladder": [row(s) for s in LADDER_STEPS], "peers": peers,
+            "floor": dict(run["floor"]), "near_tie": dict(run["near_tie"]), "ladder": [row(s) for s in LADDER_STEPS], "peers": peers,
             "int4": [dict(row(s), backend=steps[s]["backend"], weight_bytes=steps[s]["weight_bytes"])
                      for s in INT4_STEPS],
             "decode_attention": kernel,
