@@ -86,7 +86,7 @@ def check(dtype=torch.float32) -> dict:
         s.prefill()
         out["logits"] = float((s.logits(s.tok, s.pos) - s2.logits(s2.tok, s2.pos)).abs().max())
     out["tokens_equal"] = bool(torch.equal(ref.tokens, fused.tokens))
-    tol = 1e-4 if dtype == torch.float32 else 0.0625  # bf16: decode.LOGIT_TOLERANCE
+    tol = 1e-4 if dtype == torch.float32 else 0.0625  # bf16: a couple of bf16 steps at the top logits' size
     out["ok"] = out["tokens_equal"] and all(v < tol for k, v in out.items() if k not in ("tokens_equal",))
     return out
 
@@ -159,7 +159,9 @@ def bench(context: int, n_new: int) -> dict:
     if not WIDE:
         with inductor_config.patch(coordinate_descent_tuning=True):
             steps["compiled_coordinate_descent"] = decode.compiled(w, c, prompt, n_new, runs=3, warmup=1)
-    out["steps"] = {k: {"tokens_per_s": r.tokens_per_s, "agreement": decode.near_tie(ref, r.tokens)}
+    tol = decode.tie_tolerance(decode.path_noise(w, c, prompt, n_new))
+    out["near_tie_tolerance"] = tol
+    out["steps"] = {k: {"tokens_per_s": r.tokens_per_s, "agreement": decode.near_tie(ref, r.tokens, tol)}
                     for k, r in steps.items()}
     out["bytes_per_token"] = floor.bytes_per_token(c, context)
     out["copy_bytes_per_s"] = bw
