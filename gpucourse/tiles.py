@@ -40,3 +40,13 @@ def tile_dot(a_ptr, b_ptr, rm, rn, M, N, K, sam, sak, sbk, sbn, BLOCK_M: tl.cons
             a, b = a.to(tl.float32), b.to(tl.float32)
         acc = tl.dot(a, b, acc)
     return acc
+
+
+def scratch_allocator(device):
+    """Triton's allocator for global scratch memory (where device-side TMA descriptors live), on ``device``: pass it
+    to ``triton.set_allocator`` before launching a kernel that calls ``tl.make_tensor_descriptor``."""
+    import torch
+
+    def allocate(size: int, alignment: int, stream):
+        return torch.empty(size, dtype=torch.int8, device=device)
+    return allocate

@@ -441,21 +441,99 @@ def test_lesson_teaches_the_wave_model_without_naming_its_answer():
 
 
 def test_recorded_values_are_the_promoted_lab_runs():
-    """The curated file holds what its promote step takes from the lab's two runs, under declared keys only."""
+    """The curated file holds what its promote step takes from the lab's two runs and the Hopper kernel's run, under
+    declared keys only."""
     import json
+
+    from gpucourse.lessons.l06_tensor_cores import bench
 
     from gpucourse.workbooks import ROOT
 
     doc = recorded.h100()
     assert set(doc) == set(recorded.KEYS)
-    assert [s["file"] for s in doc.sources] == [recorded.FIRST, recorded.SECOND]
-    paths = [os.path.join(ROOT, rel) for rel in (recorded.FIRST, recorded.SECOND)]
+    assert [s["file"] for s in doc.sources] == [recorded.FIRST, recorded.SECOND, recorded.HOPPER]
+    paths = [os.path.join(ROOT, rel) for rel in (recorded.FIRST, recorded.SECOND, recorded.HOPPER)]
     if all(os.path.exists(p) for p in paths):
         runs = []
         for p in paths:
             with open(p) as f:
-                runs.append(json.load(f)["results"])
-        assert recorded.promote_values(*runs) == dict(doc)
+                runs.append(json.load(f))
+        assert recorded.promote_values(runs[0]["results"], runs[1]["results"], runs[2]) == dict(doc)
+    assert set(doc["fp8_hopper"]["shapes"]) == {"x".join(map(str, s)) for s in bench.FP8_SHAPES}
     assert list(doc["fp8_accuracy"]) == ["m", "n", "k", *measure.ACCURACY_NAMES]
+    assert measure.format_like_for_like(doc["fp8_hopper"]).count("\n") == 1 + len(bench.FP8_SHAPES)
     with pytest.raises(KeyError, match="declares no key"):
         doc["results"]
+
+
+# -- the Hopper FP8 kernel (hopper_fp8.py): Triton's interpreter in CPU mode, the real thing on sm90+ ----------------
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (37, 40, 72), (100, 56, 200), (130, 264, 48)])
+def test_hopper_fp8_matches_a_float64_product_on_odd_shapes(m, n, k):
+    """Not multiples of the tile (32 in the interpreter) in any dimension, one row, more tiles than programs (4
+    SMs in the interpreter: the persistent loop visits several tiles); both accumulation modes within bf16's
+    rounding of the result."""
+    from gpucourse.lessons.l06_tensor_cores import hopper_fp8
+
+    if not hopper_fp8.INTERPRETED:
+        pytest.skip("CPU mode: the interpreter's float16 stand-ins (the GPU test below runs FP8)")
+    gen = torch.Generator().manual_seed(m * n * k)
+    a = torch.randn(m, k, generator=gen).to(torch.float8_e4m3fn).to(torch.float16)
+    b = torch.randn(n, k, generator=gen).to(torch.float8_e4m3fn).to(torch.float16).t()
+    sa, sb = torch.tensor([0.5]), torch.tensor([3.0])
+    want = (a.double() @ b.double()) * 1.5
+    for precise in (False, True):
+        got = hopper_fp8.fp8_matmul(a, b, sa, sb, precise=precise)
+        assert got.dtype == torch.bfloat16 and got.shape == (m, n)
+        err = ((got.double() - want).abs() / (want.abs() + 1e-3)).max().item()
+        assert err < 2**-7, (precise, err)
+
+
+def test_hopper_fp8_refuses_what_it_cannot_take_with_the_reason():
+    from gpucourse.lessons.l06_tensor_cores import hopper_fp8
+
+    a = torch.zeros(32, 64, dtype=torch.float16)
+    b = torch.zeros(48, 64, dtype=torch.float16).t()
+    sa = sb = torch.tensor([1.0])
+    if not hopper_fp8.INTERPRETED:
+        pytest.skip("CPU mode: the shape and layout checks before any GPU check")
+    assert hopper_fp8.unsupported(a, b) is None
+    cases = [(a, torch.zeros(64, 48, dtype=torch.float16), "column-major"),  # b row-major
+             (a, torch.zeros(48, 60, dtype=torch.float16).t(), "do not fit"),
+             (torch.zeros(32, 60, dtype=torch.float16), torch.zeros(44, 60, dtype=torch.float16).t(), "16-byte"),
+             (a, torch.zeros(44, 64, dtype=torch.float16).t(), "N = 44")]
+    for x, y, words in cases:
+        with pytest.raises(ValueError, match=words):
+            hopper_fp8.fp8_matmul(x, y, sa, sb)
+
+
+def test_hopper_fp8_targets_ask_the_issue_goal_and_the_bar_on_every_shape():
+    from gpucourse.lessons.l06_tensor_cores import bench
+
+    res = {"shapes": {"8192x8192x8192": {"fast": 0.973}, "4096x4096x4096": {"fast": 0.975},
+                      "1024x8192x8192": {"fast": 0.94}}}
+    got = {t["name"]: t for t in bench.fp8_hopper_targets(res)}
+    issue = got["Hopper fp8_matmul fast / _scaled_mm fast, 8192^3 (the issue's goal)"]
+    assert issue["goal"] == 1.0 and not issue["met"]
+    assert got["Hopper fp8_matmul fast / _scaled_mm fast, 8192x8192x8192"]["met"]
+    assert got["Hopper fp8_matmul fast / _scaled_mm fast, 4096x4096x4096"]["met"]
+    assert not got["Hopper fp8_matmul fast / _scaled_mm fast, 1024x8192x8192"]["met"]  # 0.94 < 0.95
+    assert len(got) == 4
+
+
+@pytest.mark.gpu
+def test_hopper_fp8_matches_scaled_mm_on_gpu():
+    from gpucourse.lessons.l06_tensor_cores import hopper_fp8
+
+    qa, sa = precision.fp8_quantize(torch.randn(1040, 2064, device="cuda"))
+    qy, sb = precision.fp8_quantize(torch.randn(784, 2064, device="cuda"))
+    why = hopper_fp8.unsupported(qa, qy.t())
+    if why:
+        pytest.skip(why)
+    want = torch._scaled_mm(qa, qy.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    for precise in (False, True):
+        got = hopper_fp8.fp8_matmul(qa, qy.t(), sa, sb, precise=precise)
+        torch.testing.assert_close(got, want, rtol=8e-3, atol=4e-3 * want.abs().max().item())
+    with pytest.raises(ValueError, match="column-major"):
+        hopper_fp8.fp8_matmul(qa, qy.t().contiguous(), sa, sb)

@@ -27,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from gpucourse.tiles import scratch_allocator
+
 ACTIVATIONS = ("none", "silu")
 DTYPES = (torch.float16, torch.bfloat16)
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -132,13 +134,6 @@ def unsupported(a, b=None) -> str | None:
             return (f"{name} must start on a 16-byte boundary for the TMA (a view that begins mid-row? "
                     f"pass {name}.clone())")
     return None
-
-
-def scratch_allocator(device):
-    """Triton's allocator for global scratch memory (where device-side descriptors live), on ``device``."""
-    def allocate(size: int, alignment: int, stream):
-        return torch.empty(size, dtype=torch.int8, device=device)
-    return allocate
 
 
 def matmul(a, b, bias=None, activation: str = "none"):

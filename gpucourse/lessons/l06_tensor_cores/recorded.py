@@ -26,6 +26,9 @@ KEYS = {
                        "interleaved run",
     "fp8_fast_over_l05_bf16": "fp8_matmul with fast accumulation over lesson 05's bf16 Triton matmul at 8192³",
     "fp8_accuracy": "{m, n, k: [K...], <name>: [relative error per K]} for the names of measure.ACCURACY_NAMES",
+    "fp8_hopper": "the Hopper kernel (hopper_fp8.fp8_matmul: persistent, TMA) against torch._scaled_mm like for like, "
+                  "as measure.fp8_like_for_like returns it: {rounds, shapes: {M x N x K: {tflops, tflops_range, "
+                  "precise, precise_range, fast, fast_range}}} (its rows are named fp8_matmul)",
 }
 
 
@@ -65,15 +68,17 @@ def fp8_modes(doc: curated.Recorded) -> str:
 # The promote step: the lab's runs -> the curated file. The lab's labels appear here only.
 
 FIRST, SECOND = "lab/results/h100-explore-tensor-cores.json", "lab/results/h100-explore-tensor-cores-2.json"
+HOPPER = "benchmarks/results/h100-l06-fp8-hopper.json"  # bench.fp8_hopper_result() on the course's H100
 # the second run named the accuracy series by who ran and how; the lesson names them as measure.ACCURACY_NAMES does
 _ACCURACY_LABELS = {"yours": "fp8_matmul precise", "yours, fast accumulation": "fp8_matmul fast",
                     "_scaled_mm": "_scaled_mm precise", "_scaled_mm fast accum": "_scaled_mm fast"}
 
 
-def promote_values(first: dict, second: dict) -> dict:
-    """The curated values from the two runs' results (``doc["results"]``): the second run's FP8 table (the workbook
-    kernel with precise=True), accuracy and training; the first run's ladder, alignment, wave sweep and its fp8 over
-    bf16 ratio (its fp8_matmul used fast accumulation)."""
+def promote_values(first: dict, second: dict, hopper: dict) -> dict:
+    """The curated values from the two lab runs' results (``doc["results"]``): the second run's FP8 table (the
+    workbook kernel with precise=True), accuracy and training; the first run's ladder, alignment, wave sweep and its
+    fp8 over bf16 ratio (its fp8_matmul used fast accumulation); and the Hopper kernel's run (``bench
+    .fp8_hopper_result``'s document, :data:`HOPPER`)."""
     fp8 = second["fp8"]
     acc = second["fp8_accuracy"]
     accuracy = {"m": acc["m"], "n": acc["n"], "k": acc["k"]}
@@ -90,22 +95,26 @@ def promote_values(first: dict, second: dict) -> dict:
                             for shape, r in fp8.get("fast_accumulation_8192", {}).items()},
         "fp8_fast_over_l05_bf16": first["bf16_triton"]["fp8_over_l05_bf16"],
         "fp8_accuracy": accuracy,
+        "fp8_hopper": {"rounds": hopper["rounds"],
+                       "shapes": {shape: {k: r[k] for k in ("tflops", "tflops_range", "precise", "precise_range",
+                                                             "fast", "fast_range")}
+                                  for shape, r in hopper["shapes"].items()}},
     }
 
 
 def promote() -> str:
-    """Write the curated file from the lab's two runs; returns its path."""
+    """Write the curated file from the lab's two runs and the Hopper kernel's run; returns its path."""
     import json
     import os
 
     from gpucourse.workbooks import ROOT
 
     docs = []
-    for rel in (FIRST, SECOND):
+    for rel in (FIRST, SECOND, HOPPER):
         with open(os.path.join(ROOT, rel)) as f:
             docs.append(json.load(f))
-    sources = [curated.source(rel) for rel in (FIRST, SECOND)]
-    return curated.promote(LESSON, promote_values(docs[0]["results"], docs[1]["results"]), KEYS, sources,
+    sources = [curated.source(rel) for rel in (FIRST, SECOND, HOPPER)]
+    return curated.promote(LESSON, promote_values(docs[0]["results"], docs[1]["results"], docs[2]), KEYS, sources,
                            docs[1].get("environment"))
 
 
