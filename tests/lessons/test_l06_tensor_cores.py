@@ -537,3 +537,13 @@ def test_hopper_fp8_matches_scaled_mm_on_gpu():
         torch.testing.assert_close(got, want, rtol=8e-3, atol=4e-3 * want.abs().max().item())
     with pytest.raises(ValueError, match="column-major"):
         hopper_fp8.fp8_matmul(qa, qy.t().contiguous(), sa, sb)
+
+
+def test_hopper_fp8_says_why_it_cannot_be_timed_without_a_hopper_gpu(monkeypatch):
+    from gpucourse import device
+    from gpucourse.lessons.l06_tensor_cores import bench, hopper_fp8
+
+    monkeypatch.setattr(device, "on_gpu", lambda: False)
+    assert hopper_fp8.unavailable() == "this kernel needs a CUDA GPU of compute capability 9.0 (Hopper)"
+    with pytest.raises(RuntimeError, match="cannot run here: this kernel needs a CUDA GPU of compute capability 9.0"):
+        bench.fp8_hopper_result()

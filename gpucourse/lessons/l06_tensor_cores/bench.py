@@ -85,12 +85,9 @@ def fp8_hopper_result(shapes=FP8_SHAPES, rounds: int = 5, rep_ms: float = 100) -
     """Lesson 06's Hopper kernel (:func:`hopper_fp8.fp8_matmul`: persistent, TMA loads) against ``torch._scaled_mm``
     like for like (:func:`measure.fp8_like_for_like`) on the shapes of :func:`fp8_result`; it needs compute
     capability 9.0 (RuntimeError with the reason elsewhere)."""
-    import torch
-
     from . import hopper_fp8
 
-    probe = torch.empty((16, 16), device="cuda", dtype=torch.float8_e4m3fn)
-    why = hopper_fp8.unsupported(probe, probe.t())
+    why = hopper_fp8.unavailable()
     if why:
         raise RuntimeError(f"the Hopper FP8 kernel cannot run here: {why}")
     res = measure.fp8_like_for_like(hopper_fp8.fp8_matmul, shapes=shapes, rounds=rounds, rep_ms=rep_ms,

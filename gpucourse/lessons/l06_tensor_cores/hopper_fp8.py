@@ -111,6 +111,17 @@ def unsupported(a, b) -> str | None:
     return None
 
 
+def unavailable() -> str | None:
+    """Why this kernel cannot be timed on this machine (CPU mode, no FP8 tensor cores, not Hopper, an old Triton),
+    or None when it can: :func:`unsupported` asked about FP8 operands on the current GPU."""
+    from gpucourse import device
+
+    if not device.on_gpu() or not device.has_fp8():
+        return "this kernel needs a CUDA GPU of compute capability 9.0 (Hopper)"
+    probe = torch.empty((16, 16), device="cuda", dtype=torch.float8_e4m3fn)
+    return unsupported(probe, probe.t())
+
+
 def fp8_matmul(a, b, scale_a, scale_b, precise: bool = False):
     """The workbook's signature: ``a`` (M x K) row-major, ``b`` (K x N) column-major (``b.t()`` contiguous), FP8
     (float16 stand-ins in the interpreter), one-element float32 scales -> (M x N) bf16. Raises ValueError with
