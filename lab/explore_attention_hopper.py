@@ -203,7 +203,6 @@ def forward(doc, quick):
                         vs_cudnn={n: cudnn / m for n, m in ms.items()},
                         spread={n: measure.spread(r.medians_ms) for n, r in res.items()})
         print(key, json.dumps({n: round(x, 3) for n, x in out[key]["vs_cudnn"].items()}), flush=True)
-        del q, k, v
     doc["forward"] = out
 
 
@@ -254,7 +253,6 @@ def backward(doc, quick):
         out[key] = dict(sweep=sweep, best_cfg=bc, ms=ms, tflops={n: nflops / m / 1e9 for n, m in ms.items()},
                         vs_cudnn={n: cudnn / m for n, m in ms.items()})
         print("bwd", key, json.dumps({n: round(x, 3) for n, x in out[key]["vs_cudnn"].items()}), flush=True)
-        del q, k, v, qg, kg, vg, outs
     doc["backward"] = out
 
 

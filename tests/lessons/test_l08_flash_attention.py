@@ -75,6 +75,31 @@ def test_backward_matches_autograd():
         assert max(errs.values()) < 3e-3, (causal, errs)
 
 
+@pytest.mark.parametrize("blocks", [(16, 32), (32, 16)])
+def test_backward_splits_masked_and_unmasked_blocks_at_any_s(blocks):
+    # uneven query and key blocks: the diagonal, the blocks below it (no mask) and a ragged end all occur
+    bm, bn = blocks
+    for s, causal in ((29, True), (64, True), (80, False), (45, False)):
+        g = torch.Generator().manual_seed(s)
+        q, k, v, do = (torch.randn(1, 2, s, 64, generator=g).to(torch.float16).to(DEV) for _ in range(4))
+        o, lse = kernels.forward(q, k, v, causal)
+        got = kernels.backward(q, k, v, o, lse, do, causal,
+                               blocks=dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=4, num_stages=1))
+        ref = [t.double().requires_grad_() for t in (q, k, v)]
+        kernels.reference(*ref, causal).backward(do.double())
+        for name, a, r in zip("qkv", got, ref):
+            err = float((a.double() - r.grad).abs().max() / r.grad.abs().max())
+            assert err < 3e-3, (blocks, s, causal, name, err)
+
+
+@pytest.mark.parametrize("bm, bn", [(16, 48), (8, 16)])
+def test_backward_refuses_blocks_that_are_not_powers_of_two_from_16(bm, bn):
+    q = torch.randn(1, 1, 8, 64, dtype=torch.float16, device=DEV)
+    o, lse = kernels.forward(q, q, q)
+    with pytest.raises(ValueError, match=f"powers of two of at least 16, got {bm} and {bn}"):
+        kernels.backward(q, q, q, o, lse, q, blocks=dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=4, num_stages=1))
+
+
 def test_causal_blocks_above_the_diagonal_are_not_needed():
     # the kernel never reads keys after the query: poisoning them changes nothing in the causal output
     q, k, v = (torch.randn(1, 1, 40, 64, dtype=torch.float16, device=DEV) for _ in range(3))

@@ -193,6 +193,40 @@ def attn_bwd_delta_kernel(O, DO, DELTA, S, H, sob, soh, sos, sdb, sdh, sds, D: t
 
 
 @triton.jit
+def _dkdv_blocks(dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, sqs, sds, offs_n, offs_m0, offs_d, lo, hi, S, qk_scale,
+                 BLOCK_M: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+    """Query blocks [lo, hi) folded into this key block's (dk, dv). MASK: the range holds the causal diagonal or the
+    ragged end of S; elsewhere every query sees every key of the block and nothing is masked."""
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + offs_m0
+        if MASK:
+            row_ok = offs_m < S
+            q = tl.load(q_base + offs_m[:, None] * sqs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+            do = tl.load(do_base + offs_m[:, None] * sds + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+            lse = tl.load(LSE + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
+            delta = tl.load(DELTA + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
+        else:
+            q = tl.load(q_base + offs_m[:, None] * sqs + offs_d[None, :])
+            do = tl.load(do_base + offs_m[:, None] * sds + offs_d[None, :])
+            lse = tl.load(LSE + bh.to(tl.int64) * S + offs_m)
+            delta = tl.load(DELTA + bh.to(tl.int64) * S + offs_m)
+        if UPCAST:
+            q, do = q.to(tl.float32), do.to(tl.float32)
+        st = tl.dot(k, tl.trans(q)) * qk_scale  # (BLOCK_N, BLOCK_M): scores transposed, base 2
+        pt = tl.math.exp2(st - lse[None, :])
+        if MASK:
+            keep = row_ok[None, :]
+            if CAUSAL:
+                keep = keep & (offs_n[:, None] <= offs_m[None, :])
+            pt = tl.where(keep, pt, 0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv)
+        dpt = tl.dot(v, tl.trans(do))
+        dst = pt * (dpt - delta[None, :])
+        dk = tl.dot(dst.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
 def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale, S, H,
                          sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds,
                          D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
@@ -216,31 +250,54 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale, S,
     do_base = DO + b.to(tl.int64) * sdb + h.to(tl.int64) * sdh
     dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
-    lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M if CAUSAL else 0  # queries before this key block never see it
-    for start_m in range(lo, S, BLOCK_M):
-        offs_m = start_m + offs_m0
-        row_ok = offs_m < S
-        q = tl.load(q_base + offs_m[:, None] * sqs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        do = tl.load(do_base + offs_m[:, None] * sds + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        if UPCAST:
-            q, do = q.to(tl.float32), do.to(tl.float32)
-        lse = tl.load(LSE + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
-        delta = tl.load(DELTA + bh.to(tl.int64) * S + offs_m, mask=row_ok, other=0.0)
-        st = tl.dot(k, tl.trans(q)) * qk_scale  # (BLOCK_N, BLOCK_M): scores transposed, base 2
-        pt = tl.math.exp2(st - lse[None, :])
-        keep = row_ok[None, :] & col_ok[:, None]
-        if CAUSAL:
-            keep = keep & (offs_n[:, None] <= offs_m[None, :])
-        pt = tl.where(keep, pt, 0.0)
-        dv = tl.dot(pt.to(do.dtype), do, dv)
-        dpt = tl.dot(v, tl.trans(do))
-        dst = pt * (dpt - delta[None, :])
-        dk = tl.dot(dst.to(q.dtype), q, dk)
+    # Keys past S (a ragged last block) are loaded as zeros; their rows of dK and dV are computed and never stored.
+    full_end = (S // BLOCK_M) * BLOCK_M  # query blocks wholly inside S
+    if CAUSAL:
+        lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M  # queries before this key block never see it
+        diag_end = tl.minimum(tl.cdiv((pid_n + 1) * BLOCK_N, BLOCK_M) * BLOCK_M, S)  # past it, they see it all
+    else:
+        lo = 0
+        diag_end = 0
+    free_end = tl.maximum(diag_end, full_end)
+    dk, dv = _dkdv_blocks(dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, sqs, sds, offs_n, offs_m0, offs_d, lo,
+                          diag_end, S, qk_scale, BLOCK_M, True, CAUSAL, UPCAST)
+    dk, dv = _dkdv_blocks(dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, sqs, sds, offs_n, offs_m0, offs_d, diag_end,
+                          free_end, S, qk_scale, BLOCK_M, False, CAUSAL, UPCAST)
+    dk, dv = _dkdv_blocks(dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, sqs, sds, offs_n, offs_m0, offs_d, free_end,
+                          S, S, qk_scale, BLOCK_M, True, CAUSAL, UPCAST)
     dk = dk * sm_scale
     tl.store(DK + b.to(tl.int64) * skb + h.to(tl.int64) * skh + offs_n[:, None] * sks + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
     tl.store(DV + b.to(tl.int64) * svb + h.to(tl.int64) * svh + offs_n[:, None] * svs + offs_d[None, :],
              dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
+
+
+@triton.jit
+def _dq_blocks(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_n0, offs_d, lo, hi, S, qk_scale,
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr):
+    """Key blocks [lo, hi) folded into this query block's dq; MASK as in :func:`_dkdv_blocks`."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + offs_n0
+        if MASK:
+            col_ok = offs_n < S
+            k = tl.load(k_base + offs_n[:, None] * sks + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+            v = tl.load(v_base + offs_n[:, None] * svs + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+        else:
+            k = tl.load(k_base + offs_n[:, None] * sks + offs_d[None, :])
+            v = tl.load(v_base + offs_n[:, None] * svs + offs_d[None, :])
+        if UPCAST:
+            k, v = k.to(tl.float32), v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        p = tl.math.exp2(s - lse[:, None])
+        if MASK:
+            keep = col_ok[None, :]
+            if CAUSAL:
+                keep = keep & (offs_n[None, :] <= offs_m[:, None])
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    return dq
 
 
 @triton.jit
@@ -268,43 +325,49 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale, S, H,
     k_base = K + b.to(tl.int64) * skb + h.to(tl.int64) * skh
     v_base = V + b.to(tl.int64) * svb + h.to(tl.int64) * svh
     dq = tl.zeros((BLOCK_M, D), dtype=tl.float32)
-    hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S
-    for start_n in range(0, hi, BLOCK_N):
-        offs_n = start_n + offs_n0
-        col_ok = offs_n < S
-        k = tl.load(k_base + offs_n[:, None] * sks + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * svs + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-        if UPCAST:
-            k, v = k.to(tl.float32), v.to(tl.float32)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        p = tl.math.exp2(s - lse[:, None])
-        keep = row_ok[:, None] & col_ok[None, :]
-        if CAUSAL:
-            keep = keep & (offs_n[None, :] <= offs_m[:, None])
-        p = tl.where(keep, p, 0.0)
-        dp = tl.dot(do, tl.trans(v))
-        ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq)
+    # Queries past S (a ragged last block) are zeros with do = 0, so their dS is 0; their rows are never stored.
+    if CAUSAL:
+        free_end = ((pid_m * BLOCK_M + 1) // BLOCK_N) * BLOCK_N  # key blocks every query of this block sees whole
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, S)
+    else:
+        free_end = (S // BLOCK_N) * BLOCK_N  # whole key blocks; the ragged end is masked
+        hi = S
+    dq = _dq_blocks(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_n0, offs_d, 0, free_end, S,
+                    qk_scale, BLOCK_N, False, CAUSAL, UPCAST)
+    dq = _dq_blocks(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_n0, offs_d, free_end, hi, S,
+                    qk_scale, BLOCK_N, True, CAUSAL, UPCAST)
     dq = dq * sm_scale
     tl.store(DQ + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh + offs_m[:, None] * sqs + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
+# (BLOCK_M, BLOCK_N, warps, stages) of the backward: 64 x 64 blocks with 4 warps and 2 stages ran fastest of six
+# configs at both head dimensions on an H100 (lab/explore_attention_hopper.py, results in
+# lab/results/h100-explore-attention-hopper.json).
+_BWD = (64, 64, 4, 2)
+
+
 def _bwd_blocks(d: int) -> dict:
     if INTERPRETED:
         return dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
-    return dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2) if d == 64 else \
-        dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=1)
+    bm, bn, warps, stages = _BWD
+    return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
 
 
 def backward(q, k, v, o, lse, do, causal: bool = False, blocks: dict | None = None):
-    """(dq, dk, dv) from the forward's output and log-sum-exp: P is recomputed block by block, never stored."""
+    """(dq, dk, dv) from the forward's output and log-sum-exp: P is recomputed block by block, never stored.
+    ``blocks`` (BLOCK_M, BLOCK_N, num_warps, num_stages) overrides the tuned tiles; both blocks are powers of two
+    of at least 16 (Triton's tiles are powers of two, and tl.dot wants 16 or more), so one divides the other, as
+    the causal loops' split at block boundaries needs."""
     B, H, S, D = q.shape
     do = do.contiguous()
     qc, kc, vc, oc = (t.contiguous() for t in (q, k, v, o))
     dq, dk, dv = torch.empty_like(qc), torch.empty_like(kc), torch.empty_like(vc)
     delta = torch.empty_like(lse)
     t = dict(blocks or _bwd_blocks(D))
+    bm, bn = t["BLOCK_M"], t["BLOCK_N"]
+    if any(x < 16 or x & (x - 1) for x in (bm, bn)):
+        raise ValueError(f"backward: BLOCK_M and BLOCK_N must be powers of two of at least 16, got {bm} and {bn}")
     attn_bwd_delta_kernel[(triton.cdiv(S, 64), B * H)](oc, do, delta, S, H, *oc.stride()[:3], *do.stride()[:3], D=D,
                                                       BLOCK_M=64)
     upcast = INTERPRETED and q.dtype == torch.bfloat16
@@ -312,10 +375,10 @@ def backward(q, k, v, o, lse, do, causal: bool = False, blocks: dict | None = No
               *do.stride()[:3])
     meta = dict(D=D, CAUSAL=bool(causal), UPCAST=upcast, num_warps=t["num_warps"], num_stages=t["num_stages"])
     # dK/dV: a key block of BLOCK_N rows stays on chip while query blocks of BLOCK_M stream past; dQ the other way.
-    attn_bwd_dkdv_kernel[(triton.cdiv(S, t["BLOCK_N"]), B * H)](qc, kc, vc, do, lse, delta, dk, dv, *common,
-                                                               BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], **meta)
-    attn_bwd_dq_kernel[(triton.cdiv(S, t["BLOCK_N"]), B * H)](qc, kc, vc, do, lse, delta, dq, *common,
-                                                             BLOCK_M=t["BLOCK_N"], BLOCK_N=t["BLOCK_M"], **meta)
+    attn_bwd_dkdv_kernel[(triton.cdiv(S, bn), B * H)](qc, kc, vc, do, lse, delta, dk, dv, *common, BLOCK_M=bm,
+                                                     BLOCK_N=bn, **meta)
+    attn_bwd_dq_kernel[(triton.cdiv(S, bn), B * H)](qc, kc, vc, do, lse, delta, dq, *common, BLOCK_M=bn, BLOCK_N=bm,
+                                                   **meta)
     return dq, dk, dv
 
 
