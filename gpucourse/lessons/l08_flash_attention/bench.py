@@ -15,13 +15,14 @@ from . import measure
 
 SHAPES = [(d, causal) for d in (64, 128) for causal in (False, True)]  # at fp16, B 4, H 16, S 4096
 POINT = dict(b=4, h=16, s=4096)
-# Targets the lesson's kernel meets with room for run-to-run noise (cuDNN's own time moved by up to 13% between the
-# rounds of one run). On H100s, 2026-11-26: forward 0.74-0.95x cuDNN and 4.8-10x naive at D 128 / D 64 over three
-# runs (the lesson's committed outputs, the expert review's check, a run of this file's functions); backward
-# 0.63-0.73x cuDNN in one run.
-FORWARD_VS_CUDNN = 0.7
+# Issue #33's targets against cuDNN: the forward at least level with it at D 64 and 0.95 of its speed at D 128, the
+# backward 0.8. On H100s the lesson's kernel reached 0.78-0.95x forward (its committed outputs and
+# lab/results/h100-explore-attention-hopper.json) and, after its backward's loops lost their masks below the
+# diagonal, 0.72-0.80x backward in one run of the lab: the targets the lesson cannot meet print MISSED, and the
+# lesson shows what was tried and what a Hopper kernel needs beyond them (section 6).
+FORWARD_VS_CUDNN = {64: 1.0, 128: 0.95}
 FORWARD_VS_NAIVE = 4.0
-BACKWARD_VS_CUDNN = 0.55
+BACKWARD_VS_CUDNN = 0.8
 
 
 def _key(d: int, causal: bool) -> str:
@@ -53,8 +54,9 @@ def forward_targets(res: dict) -> list:
         ms = p["ms"]
         ours = ms[measure.OURS]
         if "SDPA CUDNN_ATTENTION" in ms:
+            d = p["shape"]["d"] if "shape" in p else int(key[1:].split()[0])
             out.append(target(f"forward {key}: ours / SDPA CUDNN_ATTENTION (speed)", ms["SDPA CUDNN_ATTENTION"] / ours,
-                              FORWARD_VS_CUDNN))
+                              FORWARD_VS_CUDNN[d]))
         if "naive" in ms:
             out.append(target(f"forward {key}: ours / naive attention (speed)", ms["naive"] / ours, FORWARD_VS_NAIVE))
     return out
