@@ -256,6 +256,78 @@ def backward(doc, quick):
     doc["backward"] = out
 
 
+DKDV_CONFIGS = [(64, 64, 4, 2), (64, 128, 8, 2), (32, 128, 4, 2), (64, 128, 4, 3), (128, 64, 8, 2), (64, 64, 4, 3),
+                (32, 64, 4, 3)]  # (BLOCK_M queries streamed, BLOCK_N keys kept, warps, stages)
+DQ_CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 4, 2), (64, 32, 4, 3), (128, 64, 4, 2), (64, 64, 4, 3),
+              (64, 128, 8, 2)]  # (BLOCK_M queries kept, BLOCK_N keys streamed, warps, stages)
+
+
+def split_backward(doc, quick):
+    """The backward's two main kernels tuned apart: each config of each kernel timed alone (do_bench), then the
+    best pair (delta kernel included) against the lesson's backward and cuDNN's in one interleaved run."""
+    b, h, s = POINT["b"], POINT["h"], POINT["s"]
+    out = {}
+    for d, causal in SHAPES:
+        key = f"D{d}{' causal' if causal else ''}"
+        q, k, v = measure.inputs(b, h, s, d)
+        do = torch.randn_like(q)
+        o, lse = kernels.forward(q, k, v, causal)
+        delta = torch.empty_like(lse)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        common = (LOG2E / math.sqrt(d), 1 / math.sqrt(d), s, h, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+                  *do.stride()[:3])
+
+        def dkdv(cfg):
+            bm, bn, w, st = cfg
+            kernels.attn_bwd_dkdv_kernel[(triton.cdiv(s, bn), b * h)](
+                q, k, v, do, lse, delta, dk, dv, *common, D=d, CAUSAL=causal, UPCAST=False, BLOCK_M=bm, BLOCK_N=bn,
+                num_warps=w, num_stages=st)
+
+        def dq_(cfg):
+            bm, bn, w, st = cfg
+            kernels.attn_bwd_dq_kernel[(triton.cdiv(s, bm), b * h)](
+                q, k, v, do, lse, delta, dq, *common, D=d, CAUSAL=causal, UPCAST=False, BLOCK_M=bm, BLOCK_N=bn,
+                num_warps=w, num_stages=st)
+
+        kernels.backward(q, k, v, o, lse, do, causal)  # fills delta
+        rows = {"dkdv": [], "dq": []}
+        for name, fn, cfgs in (("dkdv", dkdv, DKDV_CONFIGS), ("dq", dq_, DQ_CONFIGS)):
+            for cfg in cfgs:
+                try:
+                    fn(cfg)
+                    ms = triton.testing.do_bench(lambda: fn(cfg), warmup=10, rep=30 if quick else 50)
+                    rows[name].append(dict(cfg=cfg, ms=ms))
+                except Exception as exc:
+                    rows[name].append(dict(cfg=cfg, error=f"{type(exc).__name__}: {str(exc)[:150]}"))
+        best = {n: min((r for r in rows[n] if "ms" in r), key=lambda r: r["ms"])["cfg"] for n in rows}
+        want = kernels.backward(q, k, v, o, lse, do, causal)
+        dkdv(best["dkdv"])
+        dq_(best["dq"])
+        err = max(float((x.float() - y.float()).abs().max()) for x, y in zip((dq, dk, dv), want))
+
+        def split_call():
+            kernels.attn_bwd_delta_kernel[(triton.cdiv(s, 64), b * h)](o, do, delta, s, h, *o.stride()[:3],
+                                                                       *do.stride()[:3], D=d, BLOCK_M=64)
+            dkdv(best["dkdv"])
+            dq_(best["dq"])
+        nflops = 2.5 * measure.flops(b, h, s, d, causal)
+        qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+        o_c = measure.sdpa("CUDNN_ATTENTION")(qg, kg, vg, causal)
+        impls = {"ours (lesson)": lambda: kernels.backward(q, k, v, o, lse, do, causal),
+                 "ours (kernels tuned apart)": split_call,
+                 "SDPA CUDNN_ATTENTION": lambda: torch.autograd.grad(o_c, (qg, kg, vg), do, retain_graph=True)}
+        for fn in impls.values():
+            fn()
+        torch.cuda.synchronize()
+        res = interleaved(impls, rounds=2 if quick else 3, flops=nflops, dtype=q.dtype, rep_ms=60)
+        ms = {n: r.median_ms for n, r in res.items()}
+        out[key] = dict(rows=rows, best=best, max_abs_diff_vs_lesson=err, ms=ms,
+                        vs_cudnn={n: ms["SDPA CUDNN_ATTENTION"] / m for n, m in ms.items()})
+        print("split bwd", key, best, json.dumps({n: round(x, 3) for n, x in out[key]["vs_cudnn"].items()}),
+              f"diff {err:.2e}", flush=True)
+    doc["split_backward"] = out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -266,7 +338,8 @@ def main() -> int:
     doc = {"versions": {"torch": torch.__version__, "triton": triton.__version__,
                         "gpu": torch.cuda.get_device_name()}, "point": POINT}
     for name, fn in (("check", lambda: check(doc)), ("forward", lambda: forward(doc, a.quick)),
-                     ("backward", lambda: backward(doc, a.quick))):
+                     ("backward", lambda: backward(doc, a.quick)),
+                     ("split_backward", lambda: split_backward(doc, a.quick))):
         if name in a.skip:
             continue
         t = time.time()
