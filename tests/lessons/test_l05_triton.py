@@ -372,3 +372,19 @@ def test_kernel_names_are_shortened_to_what_the_prose_can_quote():
                               "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)"
                               ) == "at::native::cunn_SoftMaxForward"
     assert _short_kernel_name("triton_per_fused__softmax_0") == "triton_per_fused__softmax_0"
+
+
+def test_small_gemms_are_issue_33s_shapes_and_printed_with_their_targets():
+    from gpucourse import benchmarks
+    from gpucourse.lessons.l05_triton import bench
+
+    assert benchmarks.registry()["triton05_small_gemms"]["lesson"] == "05"
+    assert bench.SMALL_GEMMS == [((1000, 1000, 1000), 0.85), ((3000, 5000, 2000), 0.85), ((2048, 2048, 8192), 0.85),
+                                 ((16, 8192, 8192), 0.85), ((4096, 4096, 4096), 0.95)]
+    result = {"shapes": {"1000x1000x1000": {"graph_us": {"workbook": 13.2, "cuBLAS": 8.7, "hopper": 13.0},
+                                            "best": "hopper", "vs_cuBLAS": 8.7 / 13.0, "goal": 0.85}},
+              "targets": [benchmarks.target("matmul bf16 1000x1000x1000 / cuBLAS", 8.7 / 13.0, 0.85)]}
+    lines = bench.small_gemm_lines(result)
+    assert lines[0] == ("1000x1000x1000   workbook    13.2 µs, cuBLAS     8.7 µs, hopper    13.0 µs -> hopper 0.67x "
+                        "cuBLAS (goal 0.85)")
+    assert lines[1] == "  [MISSED] matmul bf16 1000x1000x1000 / cuBLAS: 0.669 (target >= 0.85)"
