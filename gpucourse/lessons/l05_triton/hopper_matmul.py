@@ -36,13 +36,11 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 def configs():
     """Tile shapes to try on a GPU; (128, 256, 64) with 4 stages and a split epilogue won on the H100 at 8192³
-    (``lab/results/h100-explore-matmul-tma.json``); the smallest tile, the only one tried on products of fewer 128 x
-    128 tiles than SMs, has 6 stages: 0.93x cuBLAS at 16 x 8192 x 8192 against 0.86x with 4, in CUDA graphs
-    (``lab/results/h100-explore-matmul-depth.json``)."""
+    (``lab/results/h100-explore-matmul-tma.json``)."""
     if INTERPRETED:
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "SPLIT_STORE": True})]
     shapes = [(128, 256, 64, 4, 8, True), (128, 256, 64, 3, 8, True), (128, 256, 64, 3, 8, False),
-              (128, 128, 64, 4, 8, False), (128, 128, 128, 3, 8, False), (64, 128, 64, 6, 4, False)]
+              (128, 128, 64, 4, 8, False), (128, 128, 128, 3, 8, False), (64, 128, 64, 4, 4, False)]
     return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "SPLIT_STORE": split},
                           num_stages=stages, num_warps=warps) for bm, bn, bk, stages, warps, split in shapes]
 
