@@ -289,7 +289,11 @@ def split_backward(doc, quick):
                 q, k, v, do, lse, delta, dq, *common, D=d, CAUSAL=causal, UPCAST=False, BLOCK_M=bm, BLOCK_N=bn,
                 num_warps=w, num_stages=st)
 
-        kernels.backward(q, k, v, o, lse, do, causal)  # fills delta
+        def fill_delta():
+            kernels.attn_bwd_delta_kernel[(triton.cdiv(s, 64), b * h)](o, do, delta, s, h, *o.stride()[:3],
+                                                                       *do.stride()[:3], D=d, BLOCK_M=64)
+
+        fill_delta()
         rows = {"dkdv": [], "dq": []}
         for name, fn, cfgs in (("dkdv", dkdv, DKDV_CONFIGS), ("dq", dq_, DQ_CONFIGS)):
             for cfg in cfgs:
@@ -306,8 +310,7 @@ def split_backward(doc, quick):
         err = max(float((x.float() - y.float()).abs().max()) for x, y in zip((dq, dk, dv), want))
 
         def split_call():
-            kernels.attn_bwd_delta_kernel[(triton.cdiv(s, 64), b * h)](o, do, delta, s, h, *o.stride()[:3],
-                                                                       *do.stride()[:3], D=d, BLOCK_M=64)
+            fill_delta()
             dkdv(best["dkdv"])
             dq_(best["dq"])
         nflops = 2.5 * measure.flops(b, h, s, d, causal)
