@@ -54,7 +54,7 @@ def forward_targets(res: dict) -> list:
         ms = p["ms"]
         ours = ms[measure.OURS]
         if "SDPA CUDNN_ATTENTION" in ms:
-            d = p["shape"]["d"] if "shape" in p else int(key[1:].split()[0])
+            d = p["shape"]["d"]  # forward_point and forward_from_sweep both record the shape
             out.append(target(f"forward {key}: ours / SDPA CUDNN_ATTENTION (speed)", ms["SDPA CUDNN_ATTENTION"] / ours,
                               FORWARD_VS_CUDNN[d]))
         if "naive" in ms:
